@@ -1,0 +1,511 @@
+//! The `Engine`: drives a session by asking its strategy for the next decision,
+//! performing it (model call, tool calls, finish), recording every fact as an event,
+//! committing events to the store before acting on them, then publishing them to
+//! the sinks.
+//!
+//! Commit points: the previous step's results are committed before each model call
+//! (a tool result is durable before the model sees it); dispatches are committed
+//! before a non-idempotent tool runs, and its result right after it returns; every
+//! ended session is committed. A step of idempotent tools costs one commit.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::budget::{Budgets, Exhausted};
+use crate::event::{Event, EventKind};
+use crate::id::new_session_id;
+use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
+use crate::result::{BudgetKind, ExitReason, RunResult};
+use crate::sink::{EventSink, SinkError};
+use crate::state::{SessionState, StateError, Status};
+use crate::store::{EventStore, MemoryStore, StoreError};
+use crate::strategy::{Decision, ExecutionStrategy, ModelCall};
+use crate::tool::{Tool, ToolContext, ToolError, Toolbox};
+use crate::types::{Action, Observation, ToolCall};
+
+/// The observation a non-idempotent call gets when a crash left its outcome unknown.
+pub const INTERRUPTED: &str = "interrupted: outcome unknown";
+
+/// Why the engine could not drive a session. Failures of models, tools and
+/// strategies are not engine errors: they end the run with an exit reason.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The store failed or another writer won a conflict; nothing uncommitted was acted on.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A sink could not record a committed event.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    /// The stored log cannot be folded.
+    #[error("the session log is inconsistent: {0}")]
+    State(#[from] StateError),
+}
+
+/// Drives sessions: one model, one strategy, a toolbox, a store, sinks and budgets.
+pub struct Engine {
+    model: Arc<dyn Model>,
+    strategy: Arc<dyn ExecutionStrategy>,
+    tools: Toolbox,
+    store: Arc<dyn EventStore>,
+    sinks: Vec<Arc<dyn EventSink>>,
+    budgets: Budgets,
+    workspace: Arc<Path>,
+    max_output_tokens: Option<u32>,
+}
+
+/// Builds an [`Engine`]; every setting but the model and strategy has a default.
+pub struct EngineBuilder {
+    engine: Engine,
+}
+
+impl EngineBuilder {
+    /// The tools the model may call (default: none).
+    pub fn tools(mut self, tools: Toolbox) -> Self {
+        self.engine.tools = tools;
+        self
+    }
+
+    /// Where events are committed (default: a fresh [`MemoryStore`]).
+    pub fn store(mut self, store: Arc<dyn EventStore>) -> Self {
+        self.engine.store = store;
+        self
+    }
+
+    /// Adds an observer of committed events.
+    pub fn sink(mut self, sink: Arc<dyn EventSink>) -> Self {
+        self.engine.sinks.push(sink);
+        self
+    }
+
+    /// The limits of each session (default: [`Budgets::default`]).
+    pub fn budgets(mut self, budgets: Budgets) -> Self {
+        self.engine.budgets = budgets;
+        self
+    }
+
+    /// Root of every file-touching tool (default: the current directory).
+    pub fn workspace(mut self, workspace: impl Into<PathBuf>) -> Self {
+        self.engine.workspace = Arc::from(workspace.into());
+        self
+    }
+
+    /// Per-request output token cap sent to the model (default: none).
+    pub fn max_output_tokens(mut self, max: Option<u32>) -> Self {
+        self.engine.max_output_tokens = max;
+        self
+    }
+
+    /// The finished engine.
+    pub fn build(self) -> Engine {
+        self.engine
+    }
+}
+
+impl Engine {
+    /// Starts building an engine around a model and a strategy.
+    pub fn builder(model: Arc<dyn Model>, strategy: Arc<dyn ExecutionStrategy>) -> EngineBuilder {
+        EngineBuilder {
+            engine: Engine {
+                model,
+                strategy,
+                tools: Toolbox::new(),
+                store: Arc::new(MemoryStore::new()),
+                sinks: Vec::new(),
+                budgets: Budgets::default(),
+                workspace: Arc::from(PathBuf::from(".")),
+                max_output_tokens: None,
+            },
+        }
+    }
+
+    /// The store this engine commits to.
+    pub fn store(&self) -> &Arc<dyn EventStore> {
+        &self.store
+    }
+
+    /// Starts a new session for `task` and drives it until it ends.
+    ///
+    /// `config` is recorded in the first event for later resumes.
+    pub async fn run(&self, task: impl Into<String>, config: Value) -> Result<RunResult, EngineError> {
+        let session_id = new_session_id();
+        let mut driver = Driver::new(self, SessionState::new(session_id));
+        driver.record(EventKind::SessionStarted {
+            task: task.into(),
+            strategy: self.strategy.name().to_owned(),
+            config,
+        })?;
+        driver.flush().await?;
+        driver.drive().await
+    }
+
+    /// Continues a stored session from where its log ends.
+    ///
+    /// A call dispatched but not completed is re-run when its tool is idempotent;
+    /// otherwise it gets the error observation [`INTERRUPTED`]. A session that
+    /// already ended returns its stored result unchanged.
+    pub async fn resume(&self, session_id: &str) -> Result<RunResult, EngineError> {
+        let events = self.store.load(session_id).await?;
+        let state = SessionState::from_events(session_id, &events)?;
+        let mut driver = Driver::new(self, state);
+        if driver.state.run_result().is_none() {
+            driver.recover_in_flight().await?;
+        }
+        driver.drive().await
+    }
+}
+
+/// The state of one session while the engine drives it.
+struct Driver<'e> {
+    engine: &'e Engine,
+    state: SessionState,
+    unflushed: Vec<Event>,
+    unflushed_steps: Vec<u32>,
+    deadline: Option<Instant>,
+}
+
+impl<'e> Driver<'e> {
+    fn new(engine: &'e Engine, state: SessionState) -> Self {
+        Self {
+            engine,
+            state,
+            unflushed: Vec::new(),
+            unflushed_steps: Vec::new(),
+            deadline: engine.budgets.timeout.map(|timeout| Instant::now() + timeout),
+        }
+    }
+
+    async fn drive(mut self) -> Result<RunResult, EngineError> {
+        loop {
+            if let Some(result) = self.state.run_result() {
+                self.flush().await?;
+                return Ok(result);
+            }
+            match self.engine.strategy.next(&self.state) {
+                Err(err) => self.record(internal_failure(err.to_string()))?,
+                Ok(Decision::CallModel(call)) => self.call_model(call).await?,
+                Ok(Decision::Dispatch(calls)) => self.dispatch(calls).await?,
+                Ok(Decision::Finish { answer }) => self.record(EventKind::Finished { answer })?,
+                Ok(Decision::Fail { exit_reason, error }) => self.record(EventKind::Failed {
+                    exit_reason,
+                    budget: None,
+                    error: Some(error),
+                })?,
+            }
+        }
+    }
+
+    /// Applies a new event to the state and queues it for the next commit. An event
+    /// the state machine refuses is a bug: the session fails with `internal_error`.
+    fn record(&mut self, kind: EventKind) -> Result<(), EngineError> {
+        match self.apply_new(kind) {
+            Ok(()) => Ok(()),
+            Err(err) if !self.state.status().is_terminal() => Ok(self.apply_new(
+                internal_failure(format!("the engine produced an illegal event: {err}")),
+            )?),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    fn apply_new(&mut self, kind: EventKind) -> Result<(), StateError> {
+        let event = Event::new(self.state.session_id(), self.state.last_seq() + 1, kind);
+        self.state.apply(&event)?;
+        self.unflushed.push(event);
+        self.unflushed_steps.push(self.state.steps_used());
+        Ok(())
+    }
+
+    /// Commits queued events, then publishes them to the sinks.
+    async fn flush(&mut self) -> Result<(), EngineError> {
+        let Some(first) = self.unflushed.first() else {
+            return Ok(());
+        };
+        let expected = first.seq - 1;
+        self.engine
+            .store
+            .append(self.state.session_id(), expected, &self.unflushed)
+            .await?;
+        let events = std::mem::take(&mut self.unflushed);
+        let steps = std::mem::take(&mut self.unflushed_steps);
+        for (event, step) in events.iter().zip(steps) {
+            for sink in &self.engine.sinks {
+                sink.publish(event, step)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `future` unless the wall-time budget ends first (`None`).
+    async fn before_deadline<F: Future>(&self, future: F) -> Option<F::Output> {
+        match self.deadline {
+            None => Some(future.await),
+            Some(deadline) => tokio::time::timeout_at(deadline, future).await.ok(),
+        }
+    }
+
+    fn wall_time_failure(&self) -> EventKind {
+        let seconds = self.engine.budgets.timeout.map_or(0.0, |t| t.as_secs_f64());
+        EventKind::Failed {
+            exit_reason: ExitReason::BudgetExceeded,
+            budget: Some(BudgetKind::WallTime),
+            error: Some(format!("the run exceeded its wall-time budget of {seconds}s")),
+        }
+    }
+
+    async fn call_model(&mut self, call: ModelCall) -> Result<(), EngineError> {
+        if let Some(exhausted) = self.engine.budgets.before_model_call(&self.state) {
+            return self.record(exhausted_failure(exhausted));
+        }
+        self.flush().await?;
+        let step = self.state.steps_used() + 1;
+        self.record(EventKind::ModelRequested { step })?;
+        if self.state.status() != Status::Thinking {
+            return Ok(());
+        }
+        let request = ModelRequest {
+            instructions: call.instructions,
+            task: self.state.task().to_owned(),
+            history: call.history,
+            tools: self.engine.tools.specs(),
+            step,
+            max_output_tokens: self.engine.max_output_tokens,
+        };
+        let Some(outcome) = self.before_deadline(self.engine.model.complete(&request)).await else {
+            return self.record(self.wall_time_failure());
+        };
+        let kind = match outcome {
+            Ok(response) => self.responded(response, step),
+            Err(ModelError::InvalidOutput {
+                raw,
+                message,
+                usage,
+            }) => EventKind::ModelOutputRejected {
+                raw,
+                error: message,
+                usage,
+            },
+            Err(err @ (ModelError::Transient { .. } | ModelError::Fatal { .. })) => {
+                EventKind::Failed {
+                    exit_reason: ExitReason::ProviderError,
+                    budget: None,
+                    error: Some(format!("step {step}: {err}")),
+                }
+            }
+            Err(ModelError::Internal { message }) => internal_failure(message),
+        };
+        self.record(kind)
+    }
+
+    /// The event for a usable response: ids made unique within the session, and an
+    /// empty response turned into rejected output.
+    fn responded(&self, response: ModelResponse, step: u32) -> EventKind {
+        if response.actions.is_empty() {
+            return EventKind::ModelOutputRejected {
+                raw: response.text.unwrap_or_default(),
+                error: "the response holds no action: call a tool or finish with an answer"
+                    .into(),
+                usage: response.usage,
+            };
+        }
+        let mut seen: Vec<String> = Vec::new();
+        let actions = response
+            .actions
+            .into_iter()
+            .enumerate()
+            .map(|(index, action)| match action {
+                Action::ToolCall(mut call) => {
+                    if call.id.is_empty() || seen.contains(&call.id) || self.state.knows_call(&call.id) {
+                        call.id = self.fresh_call_id(step, index, &seen);
+                    }
+                    seen.push(call.id.clone());
+                    Action::ToolCall(call)
+                }
+                other => other,
+            })
+            .collect();
+        EventKind::ModelResponded {
+            actions,
+            usage: response.usage,
+            text: response.text,
+        }
+    }
+
+    fn fresh_call_id(&self, step: u32, index: usize, seen: &[String]) -> String {
+        let base = format!("call_{step}_{}", index + 1);
+        let mut candidate = base.clone();
+        let mut suffix = 1;
+        while seen.contains(&candidate) || self.state.knows_call(&candidate) {
+            suffix += 1;
+            candidate = format!("{base}_{suffix}");
+        }
+        candidate
+    }
+
+    fn tool(&self, call: &ToolCall) -> Option<Arc<dyn Tool>> {
+        self.engine.tools.get(&call.tool_name).cloned()
+    }
+
+    /// Whether running `call` twice is harmless; a call of an unknown tool has no effect.
+    fn is_idempotent(&self, call: &ToolCall) -> bool {
+        self.tool(call).is_none_or(|tool| tool.spec().idempotent)
+    }
+
+    async fn dispatch(&mut self, calls: Vec<ToolCall>) -> Result<(), EngineError> {
+        if calls.is_empty() {
+            return self.record(internal_failure(format!(
+                "strategy `{}` asked to dispatch no calls",
+                self.engine.strategy.name()
+            )));
+        }
+        if let Some(exhausted) = self.engine.budgets.before_dispatch(&self.state, &calls) {
+            return self.record(exhausted_failure(exhausted));
+        }
+        for call in &calls {
+            self.record(EventKind::ActionDispatched { call: call.clone() })?;
+        }
+        if self.state.status() != Status::ActionExecuting {
+            return Ok(());
+        }
+        if calls.iter().any(|call| !self.is_idempotent(call)) {
+            self.flush().await?;
+        }
+        self.execute(calls).await
+    }
+
+    /// After a crash: re-runs in-flight idempotent calls, and reports the others as
+    /// interrupted.
+    async fn recover_in_flight(&mut self) -> Result<(), EngineError> {
+        let mut rerun = Vec::new();
+        for call in self.state.in_flight_calls() {
+            if self.tool(&call).is_some() && self.is_idempotent(&call) {
+                rerun.push(call);
+            } else {
+                self.record(EventKind::ActionCompleted {
+                    observation: Observation::error(&call, INTERRUPTED),
+                })?;
+            }
+        }
+        if rerun.is_empty() {
+            return Ok(());
+        }
+        self.execute(rerun).await
+    }
+
+    /// Runs dispatched calls concurrently and records each result as it arrives.
+    async fn execute(&mut self, calls: Vec<ToolCall>) -> Result<(), EngineError> {
+        let mut running = JoinSet::new();
+        let mut calls_by_task = HashMap::new();
+        for call in calls {
+            let Some(tool) = self.tool(&call) else {
+                let message = self.unknown_tool_message(&call.tool_name);
+                self.record(EventKind::ActionCompleted {
+                    observation: Observation::error(&call, message),
+                })?;
+                continue;
+            };
+            let ctx = ToolContext {
+                session_id: self.state.session_id().to_owned(),
+                call_id: call.id.clone(),
+                attempt: 1,
+                workspace: Arc::clone(&self.engine.workspace),
+            };
+            let arguments = call.arguments.clone();
+            let handle = running.spawn(async move { tool.call(arguments, &ctx).await });
+            calls_by_task.insert(handle.id(), call);
+        }
+        while !running.is_empty() {
+            let Some(joined) = self.before_deadline(running.join_next_with_id()).await else {
+                return self.record(self.wall_time_failure());
+            };
+            let Some(joined) = joined else {
+                break;
+            };
+            let (task_id, outcome) = match joined {
+                Ok((task_id, outcome)) => (task_id, Ok(outcome)),
+                Err(err) => (err.id(), Err(err)),
+            };
+            let Some(call) = calls_by_task.remove(&task_id) else {
+                continue;
+            };
+            let kind = match outcome {
+                Ok(Ok(output)) => EventKind::ActionCompleted {
+                    observation: Observation::success(&call, output.content),
+                },
+                Ok(Err(ToolError::InvalidArguments(message))) => EventKind::ActionCompleted {
+                    observation: Observation::error(
+                        &call,
+                        format!("invalid arguments for `{}`: {message}", call.tool_name),
+                    ),
+                },
+                Ok(Err(ToolError::Failed { message, .. })) => EventKind::ActionCompleted {
+                    observation: Observation::error(&call, message),
+                },
+                Ok(Err(ToolError::Internal(message))) => internal_failure(format!(
+                    "tool `{}` failed unexpectedly on call `{}`: {message}",
+                    call.tool_name, call.id
+                )),
+                Err(join_error) => internal_failure(format!(
+                    "tool `{}` panicked on call `{}`: {}",
+                    call.tool_name,
+                    call.id,
+                    panic_message(join_error)
+                )),
+            };
+            self.record(kind)?;
+            if self.state.status().is_terminal() {
+                return Ok(());
+            }
+            if !self.is_idempotent(&call) {
+                self.flush().await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn unknown_tool_message(&self, name: &str) -> String {
+        let available: Vec<&str> = self.engine.tools.names().collect();
+        if available.is_empty() {
+            format!("unknown tool `{name}`: no tools are available in this session")
+        } else {
+            format!(
+                "unknown tool `{name}`: available tools are {}",
+                available.join(", ")
+            )
+        }
+    }
+}
+
+fn internal_failure(error: impl Into<String>) -> EventKind {
+    EventKind::Failed {
+        exit_reason: ExitReason::InternalError,
+        budget: None,
+        error: Some(error.into()),
+    }
+}
+
+fn exhausted_failure(exhausted: Exhausted) -> EventKind {
+    EventKind::Failed {
+        exit_reason: exhausted.exit_reason,
+        budget: exhausted.budget,
+        error: Some(exhausted.error),
+    }
+}
+
+fn panic_message(err: tokio::task::JoinError) -> String {
+    if !err.is_panic() {
+        return "the task was cancelled".into();
+    }
+    let payload = err.into_panic();
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic without a message".into()
+    }
+}

@@ -1,0 +1,131 @@
+//! Events: the facts of a session. A session's log is a gap-free sequence of
+//! events numbered 1, 2, 3…; its state is a fold of that log.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::result::{BudgetKind, ExitReason};
+use crate::types::{Action, Observation, ToolCall, Usage};
+
+/// Version of the event JSON layout; written on every event.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One fact in a session's log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Layout version of this event.
+    pub schema_version: u32,
+    /// The session the event belongs to.
+    pub session_id: String,
+    /// Position in the log: 1 for the first event, no gaps.
+    pub seq: u64,
+    /// When the event was created, in milliseconds since the Unix epoch.
+    pub at: u64,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+impl Event {
+    /// A new event stamped with the current time.
+    pub fn new(session_id: impl Into<String>, seq: u64, kind: EventKind) -> Self {
+        Self {
+            schema_version: SCHEMA_VERSION,
+            session_id: session_id.into(),
+            seq,
+            at: now_millis(),
+            kind,
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch (0 if the clock is before it).
+pub fn now_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// The kinds of facts a session records. A name is never reused with a new meaning.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    /// The session began. `config` holds everything a resume reuses.
+    SessionStarted {
+        /// The task text.
+        task: String,
+        /// Name of the execution strategy.
+        strategy: String,
+        /// The recorded run configuration (flags, model spec without keys, …).
+        config: Value,
+    },
+    /// The engine asked the model for step `step` (1-based).
+    ModelRequested {
+        /// The step this request is for.
+        step: u32,
+    },
+    /// The model answered with usable actions.
+    ModelResponded {
+        /// The proposed actions, in the model's order.
+        actions: Vec<Action>,
+        /// Tokens this call consumed.
+        usage: Usage,
+        /// Free text that came with the actions, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+    },
+    /// The model's output could not be turned into actions; it becomes feedback.
+    ModelOutputRejected {
+        /// The raw output.
+        raw: String,
+        /// What was wrong, as the model will be told.
+        error: String,
+        /// Tokens this call consumed.
+        usage: Usage,
+    },
+    /// A tool call was handed to its tool.
+    ActionDispatched {
+        /// The call.
+        call: ToolCall,
+    },
+    /// A tool call has its result (possibly an error observation).
+    ActionCompleted {
+        /// The result.
+        observation: Observation,
+    },
+    /// The session ended with an answer.
+    Finished {
+        /// The answer.
+        answer: String,
+    },
+    /// The session ended without an answer.
+    Failed {
+        /// Why it ended.
+        exit_reason: ExitReason,
+        /// The budget that ran out, for `budget_exceeded`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        budget: Option<BudgetKind>,
+        /// What went wrong.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+}
+
+impl EventKind {
+    /// The snake_case name of this kind, as written in the log.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::SessionStarted { .. } => "session_started",
+            Self::ModelRequested { .. } => "model_requested",
+            Self::ModelResponded { .. } => "model_responded",
+            Self::ModelOutputRejected { .. } => "model_output_rejected",
+            Self::ActionDispatched { .. } => "action_dispatched",
+            Self::ActionCompleted { .. } => "action_completed",
+            Self::Finished { .. } => "finished",
+            Self::Failed { .. } => "failed",
+        }
+    }
+
+}

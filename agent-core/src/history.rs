@@ -1,0 +1,34 @@
+//! What a model sees of the past: tool calls, their observations and feedback, in
+//! session order. Providers map these items onto their own message formats.
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::{Observation, ToolCall};
+
+/// One item of the history sent to a model.
+///
+/// Invariant kept by `SessionState`: every `ToolCalls` item is followed by exactly
+/// one `Observation` per call, in the order the calls were proposed, before any other
+/// item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum HistoryItem {
+    /// One model turn that proposed these calls (parallel calls stay together).
+    ToolCalls {
+        /// The calls, in the model's order.
+        calls: Vec<ToolCall>,
+        /// Free text the model wrote alongside, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+    },
+    /// The result of one call.
+    Observation {
+        /// The result.
+        observation: Observation,
+    },
+    /// What the runtime told the model about output it could not use.
+    Feedback {
+        /// The message, sent as a user message.
+        message: String,
+    },
+}

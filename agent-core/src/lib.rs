@@ -1,0 +1,37 @@
+//! The event-sourced core of the agent runtime.
+//!
+//! A model proposes actions; the runtime owns every fact. Each state change is an
+//! [`Event`] appended to a per-session log through an [`EventStore`]; a session's
+//! [`SessionState`] is a fold of that log, and [`SessionState::apply`] enforces the
+//! status machine. The [`Engine`] drives a session: it asks an
+//! [`ExecutionStrategy`] for the next [`Decision`], performs it with a [`Model`] or
+//! [`Tool`]s, commits the resulting events, and publishes them to [`EventSink`]s.
+
+mod budget;
+mod engine;
+mod event;
+mod history;
+mod id;
+mod model;
+mod result;
+mod sink;
+mod state;
+mod store;
+mod strategy;
+pub mod strict_json;
+mod tool;
+mod types;
+
+pub use budget::{Budgets, DEFAULT_MAX_STEPS, Exhausted};
+pub use engine::{Engine, EngineBuilder, EngineError, INTERRUPTED};
+pub use event::{Event, EventKind, SCHEMA_VERSION, now_millis};
+pub use history::HistoryItem;
+pub use id::new_session_id;
+pub use model::{Model, ModelError, ModelRequest, ModelResponse};
+pub use result::{BudgetKind, ExitReason, RunResult, RunUsage, UnknownBudget};
+pub use sink::{EventSink, SinkError};
+pub use state::{PublicStatus, SessionState, StateError, Status};
+pub use store::{EventStore, MemoryStore, StoreError, check_batch};
+pub use strategy::{Decision, ExecutionStrategy, ModelCall, StrategyError};
+pub use tool::{DuplicateTool, Tool, ToolContext, ToolError, ToolOutput, Toolbox};
+pub use types::{Action, Finish, Observation, ToolCall, ToolSpec, Usage};

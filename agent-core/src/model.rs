@@ -1,0 +1,81 @@
+//! The `Model` trait: the unreliable decision core that proposes actions. Providers
+//! implement it; the engine only ever talks to a model through it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::history::HistoryItem;
+use crate::types::{Action, ToolSpec, Usage};
+
+/// Everything a model is given for one step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    /// System instructions from the strategy.
+    pub instructions: String,
+    /// The task text.
+    pub task: String,
+    /// What happened so far, in order.
+    pub history: Vec<HistoryItem>,
+    /// The tools the model may call.
+    pub tools: Arc<Vec<ToolSpec>>,
+    /// The step this request is for, 1-based: the session's log already holds
+    /// `step - 1` model responses. Positional models (scripted, replay) answer by it.
+    pub step: u32,
+    /// Cap on output tokens sent to the provider, if any.
+    pub max_output_tokens: Option<u32>,
+}
+
+/// A model's usable answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelResponse {
+    /// The proposed actions, at least one.
+    pub actions: Vec<Action>,
+    /// Tokens this call consumed.
+    pub usage: Usage,
+    /// Free text that came with the actions, if any.
+    pub text: Option<String>,
+}
+
+/// Why a model call gave no usable answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    /// The output cannot be turned into actions; the model is told and asked again.
+    #[error("invalid model output: {message}")]
+    InvalidOutput {
+        /// The raw output.
+        raw: String,
+        /// What exactly is wrong.
+        message: String,
+        /// Tokens the call consumed.
+        usage: Usage,
+    },
+    /// A failure worth retrying (rate limit, 5xx, timeout, connection error).
+    #[error("transient provider error: {message}")]
+    Transient {
+        /// What happened, never containing a key.
+        message: String,
+        /// How long the provider asked us to wait.
+        retry_after: Option<Duration>,
+    },
+    /// A failure that retrying will not fix (4xx, retries exhausted, diverged replay).
+    #[error("provider error: {message}")]
+    Fatal {
+        /// What happened, never containing a key.
+        message: String,
+    },
+    /// A bug or misconfiguration on our side (for example a script that ran out).
+    #[error("{message}")]
+    Internal {
+        /// What happened.
+        message: String,
+    },
+}
+
+/// A model: given the state of a session, propose the next actions.
+#[async_trait]
+pub trait Model: Send + Sync {
+    /// Asks the model for the next actions.
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
+}

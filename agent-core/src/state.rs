@@ -1,0 +1,687 @@
+//! `SessionState`: the fold of a session's events, and the status machine that
+//! decides which event may follow which. `apply` is the one place state changes.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::event::{Event, EventKind};
+use crate::history::HistoryItem;
+use crate::result::{BudgetKind, ExitReason, RunResult, RunUsage};
+use crate::types::{Action, Observation, ToolCall};
+
+/// The internal status of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// No event yet.
+    New,
+    /// Started; no step taken.
+    Idle,
+    /// A model call is under way, or its finish awaits acceptance.
+    Thinking,
+    /// The model proposed tool calls that are not all dispatched.
+    ActionPending,
+    /// Tool calls are running.
+    ActionExecuting,
+    /// All calls of the last turn have results.
+    Observing,
+    /// Ended with an answer.
+    Finished,
+    /// Ended without an answer.
+    Error,
+}
+
+impl Status {
+    /// The status users and scripts see.
+    pub fn public(self) -> PublicStatus {
+        match self {
+            Self::Finished => PublicStatus::Finished,
+            Self::Error => PublicStatus::Failed,
+            Self::New
+            | Self::Idle
+            | Self::Thinking
+            | Self::ActionPending
+            | Self::ActionExecuting
+            | Self::Observing => PublicStatus::Running,
+        }
+    }
+
+    /// Whether no event may follow.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Finished | Self::Error)
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::New => "new",
+            Self::Idle => "idle",
+            Self::Thinking => "thinking",
+            Self::ActionPending => "action_pending",
+            Self::ActionExecuting => "action_executing",
+            Self::Observing => "observing",
+            Self::Finished => "finished",
+            Self::Error => "error",
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The status shown by `agent sessions` and `agent show`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PublicStatus {
+    /// In progress, or its driving process died.
+    Running,
+    /// Ended with an answer.
+    Finished,
+    /// Ended with an error exit reason.
+    Failed,
+}
+
+/// Why an event could not be applied. The state is unchanged when this is returned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    /// The event is not allowed in the current status.
+    #[error("event `{event}` is not allowed in status `{status}`")]
+    IllegalTransition {
+        /// The rejected event's kind.
+        event: &'static str,
+        /// The status the session was in.
+        status: Status,
+    },
+    /// The event's seq does not follow the last applied one.
+    #[error("event seq {got} does not follow seq {last}")]
+    OutOfOrder {
+        /// Last applied seq.
+        last: u64,
+        /// Seq of the rejected event.
+        got: u64,
+    },
+    /// The event belongs to another session.
+    #[error("event of session `{got}` applied to session `{expected}`")]
+    WrongSession {
+        /// This state's session.
+        expected: String,
+        /// The event's session.
+        got: String,
+    },
+    /// A dispatch or completion names a call that is not pending.
+    #[error("event `{event}` names call `{call_id}`, which is not pending in this turn")]
+    UnexpectedCall {
+        /// The rejected event's kind.
+        event: &'static str,
+        /// The call id it named.
+        call_id: String,
+    },
+}
+
+/// One call of the current tool turn.
+#[derive(Debug, Clone, PartialEq)]
+struct TurnCall {
+    call: ToolCall,
+    dispatched: bool,
+    observation: Option<Observation>,
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, PartialEq)]
+struct Outcome {
+    exit_reason: ExitReason,
+    answer: Option<String>,
+    budget: Option<BudgetKind>,
+    error: Option<String>,
+}
+
+/// The state of one session: a pure fold of its events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionState {
+    session_id: String,
+    task: String,
+    strategy: String,
+    config: Value,
+    status: Status,
+    last_seq: u64,
+    created_at: u64,
+    updated_at: u64,
+    steps_used: u32,
+    usage: RunUsage,
+    calls_per_tool: BTreeMap<String, u64>,
+    history: Vec<HistoryItem>,
+    turn: Vec<TurnCall>,
+    proposed_finish: Option<String>,
+    last_output_rejected: bool,
+    outcome: Option<Outcome>,
+}
+
+impl SessionState {
+    /// The state of a session with no events yet.
+    pub fn new(session_id: impl Into<String>) -> Self {
+        Self {
+            session_id: session_id.into(),
+            task: String::new(),
+            strategy: String::new(),
+            config: Value::Null,
+            status: Status::New,
+            last_seq: 0,
+            created_at: 0,
+            updated_at: 0,
+            steps_used: 0,
+            usage: RunUsage::default(),
+            calls_per_tool: BTreeMap::new(),
+            history: Vec::new(),
+            turn: Vec::new(),
+            proposed_finish: None,
+            last_output_rejected: false,
+            outcome: None,
+        }
+    }
+
+    /// Folds a whole log.
+    pub fn from_events<'a>(
+        session_id: impl Into<String>,
+        events: impl IntoIterator<Item = &'a Event>,
+    ) -> Result<Self, StateError> {
+        let mut state = Self::new(session_id);
+        for event in events {
+            state.apply(event)?;
+        }
+        Ok(state)
+    }
+
+    /// Applies one event, or rejects it and leaves the state unchanged.
+    pub fn apply(&mut self, event: &Event) -> Result<(), StateError> {
+        if event.session_id != self.session_id {
+            return Err(StateError::WrongSession {
+                expected: self.session_id.clone(),
+                got: event.session_id.clone(),
+            });
+        }
+        if event.seq != self.last_seq + 1 {
+            return Err(StateError::OutOfOrder {
+                last: self.last_seq,
+                got: event.seq,
+            });
+        }
+        self.check(&event.kind)?;
+        self.change(&event.kind);
+        self.last_seq = event.seq;
+        if event.seq == 1 {
+            self.created_at = event.at;
+        }
+        self.updated_at = event.at;
+        Ok(())
+    }
+
+    /// Whether `kind` may follow in the current status, without changing anything.
+    fn check(&self, kind: &EventKind) -> Result<(), StateError> {
+        let illegal = || StateError::IllegalTransition {
+            event: kind.name(),
+            status: self.status,
+        };
+        let allowed = match kind {
+            EventKind::SessionStarted { .. } => self.status == Status::New,
+            EventKind::ModelRequested { .. } => {
+                matches!(self.status, Status::Idle | Status::Observing)
+            }
+            EventKind::ModelResponded { .. } | EventKind::ModelOutputRejected { .. } => {
+                self.status == Status::Thinking
+            }
+            EventKind::ActionDispatched { call } => {
+                if !matches!(self.status, Status::ActionPending | Status::ActionExecuting) {
+                    return Err(illegal());
+                }
+                if !self
+                    .turn
+                    .iter()
+                    .any(|pending| pending.call.id == call.id && !pending.dispatched)
+                {
+                    return Err(StateError::UnexpectedCall {
+                        event: kind.name(),
+                        call_id: call.id.clone(),
+                    });
+                }
+                true
+            }
+            EventKind::ActionCompleted { observation } => {
+                if self.status != Status::ActionExecuting {
+                    return Err(illegal());
+                }
+                if !self.turn.iter().any(|pending| {
+                    pending.call.id == observation.call_id
+                        && pending.dispatched
+                        && pending.observation.is_none()
+                }) {
+                    return Err(StateError::UnexpectedCall {
+                        event: kind.name(),
+                        call_id: observation.call_id.clone(),
+                    });
+                }
+                true
+            }
+            EventKind::Finished { .. } => {
+                self.status == Status::Thinking && self.proposed_finish.is_some()
+            }
+            EventKind::Failed { .. } => !self.status.is_terminal() && self.status != Status::New,
+        };
+        if allowed { Ok(()) } else { Err(illegal()) }
+    }
+
+    /// Changes the state for an event that `check` accepted.
+    fn change(&mut self, kind: &EventKind) {
+        match kind {
+            EventKind::SessionStarted {
+                task,
+                strategy,
+                config,
+            } => {
+                self.task.clone_from(task);
+                self.strategy.clone_from(strategy);
+                self.config = config.clone();
+                self.status = Status::Idle;
+            }
+            EventKind::ModelRequested { .. } => {
+                self.status = Status::Thinking;
+                self.proposed_finish = None;
+            }
+            EventKind::ModelResponded {
+                actions,
+                usage,
+                text,
+            } => {
+                self.count_response(*usage);
+                self.last_output_rejected = false;
+                let calls: Vec<ToolCall> = actions
+                    .iter()
+                    .filter_map(|action| match action {
+                        Action::ToolCall(call) => Some(call.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                if calls.is_empty() {
+                    self.proposed_finish = actions.iter().find_map(|action| match action {
+                        Action::Finish(finish) => Some(finish.answer.clone()),
+                        _ => None,
+                    });
+                } else {
+                    self.history.push(HistoryItem::ToolCalls {
+                        calls: calls.clone(),
+                        text: text.clone(),
+                    });
+                    self.turn = calls
+                        .into_iter()
+                        .map(|call| TurnCall {
+                            call,
+                            dispatched: false,
+                            observation: None,
+                        })
+                        .collect();
+                    self.status = Status::ActionPending;
+                }
+            }
+            EventKind::ModelOutputRejected { error, usage, .. } => {
+                self.count_response(*usage);
+                self.last_output_rejected = true;
+                self.history.push(HistoryItem::Feedback {
+                    message: error.clone(),
+                });
+                self.status = Status::Observing;
+            }
+            EventKind::ActionDispatched { call } => {
+                if let Some(pending) = self.turn.iter_mut().find(|p| p.call.id == call.id) {
+                    pending.dispatched = true;
+                }
+                self.usage.tool_calls += 1;
+                *self
+                    .calls_per_tool
+                    .entry(call.tool_name.clone())
+                    .or_default() += 1;
+                self.status = Status::ActionExecuting;
+            }
+            EventKind::ActionCompleted { observation } => {
+                if let Some(pending) = self
+                    .turn
+                    .iter_mut()
+                    .find(|p| p.call.id == observation.call_id)
+                {
+                    pending.observation = Some(observation.clone());
+                }
+                if self.turn.iter().all(|p| p.observation.is_some()) {
+                    let turn = std::mem::take(&mut self.turn);
+                    self.history
+                        .extend(turn.into_iter().filter_map(|p| p.observation).map(
+                            |observation| HistoryItem::Observation { observation },
+                        ));
+                    self.status = Status::Observing;
+                }
+            }
+            EventKind::Finished { answer } => {
+                self.outcome = Some(Outcome {
+                    exit_reason: ExitReason::Finished,
+                    answer: Some(answer.clone()),
+                    budget: None,
+                    error: None,
+                });
+                self.status = Status::Finished;
+            }
+            EventKind::Failed {
+                exit_reason,
+                budget,
+                error,
+            } => {
+                self.outcome = Some(Outcome {
+                    exit_reason: *exit_reason,
+                    answer: None,
+                    budget: budget.clone(),
+                    error: error.clone(),
+                });
+                self.status = Status::Error;
+            }
+        }
+    }
+
+    fn count_response(&mut self, usage: crate::types::Usage) {
+        self.steps_used += 1;
+        self.usage.model_calls += 1;
+        self.usage.input_tokens += usage.input_tokens;
+        self.usage.output_tokens += usage.output_tokens;
+    }
+
+    /// The session's id.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The task text.
+    pub fn task(&self) -> &str {
+        &self.task
+    }
+
+    /// The strategy name recorded at start.
+    pub fn strategy(&self) -> &str {
+        &self.strategy
+    }
+
+    /// The configuration recorded at start.
+    pub fn config(&self) -> &Value {
+        &self.config
+    }
+
+    /// The current internal status.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    /// Seq of the last applied event (0 when none).
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// Time of the first event, in Unix milliseconds.
+    pub fn created_at(&self) -> u64 {
+        self.created_at
+    }
+
+    /// Time of the last event, in Unix milliseconds.
+    pub fn updated_at(&self) -> u64 {
+        self.updated_at
+    }
+
+    /// Model responses so far, valid or not.
+    pub fn steps_used(&self) -> u32 {
+        self.steps_used
+    }
+
+    /// Session totals.
+    pub fn usage(&self) -> RunUsage {
+        self.usage
+    }
+
+    /// Calls dispatched to `tool` so far.
+    pub fn calls_of(&self, tool: &str) -> u64 {
+        self.calls_per_tool.get(tool).copied().unwrap_or(0)
+    }
+
+    /// What the model has seen so far, in order.
+    pub fn history(&self) -> &[HistoryItem] {
+        &self.history
+    }
+
+    /// Calls of the current turn that are not dispatched yet, in proposal order.
+    pub fn undispatched_calls(&self) -> Vec<ToolCall> {
+        self.turn
+            .iter()
+            .filter(|p| !p.dispatched)
+            .map(|p| p.call.clone())
+            .collect()
+    }
+
+    /// Calls dispatched but without a result, in proposal order.
+    pub fn in_flight_calls(&self) -> Vec<ToolCall> {
+        self.turn
+            .iter()
+            .filter(|p| p.dispatched && p.observation.is_none())
+            .map(|p| p.call.clone())
+            .collect()
+    }
+
+    /// Whether `call_id` names a call of this session's past or current turns.
+    pub fn knows_call(&self, call_id: &str) -> bool {
+        self.turn.iter().any(|p| p.call.id == call_id)
+            || self.history.iter().any(|item| match item {
+                HistoryItem::ToolCalls { calls, .. } => calls.iter().any(|c| c.id == call_id),
+                _ => false,
+            })
+    }
+
+    /// The answer of a finish the model proposed in the current step, if any.
+    pub fn proposed_finish(&self) -> Option<&str> {
+        self.proposed_finish.as_deref()
+    }
+
+    /// Whether the last model output was rejected.
+    pub fn last_output_rejected(&self) -> bool {
+        self.last_output_rejected
+    }
+
+    /// The result of an ended session; `None` while it runs.
+    pub fn run_result(&self) -> Option<RunResult> {
+        let outcome = self.outcome.as_ref()?;
+        Some(RunResult {
+            session_id: self.session_id.clone(),
+            exit_reason: outcome.exit_reason,
+            answer: outcome.answer.clone(),
+            steps_used: self.steps_used,
+            usage: self.usage,
+            budget: outcome.budget.clone(),
+            error: outcome.error.clone(),
+            pending: Vec::new(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::types::{Finish, Usage};
+
+    fn event(seq: u64, kind: EventKind) -> Event {
+        Event::new("s1", seq, kind)
+    }
+
+    fn started() -> EventKind {
+        EventKind::SessionStarted {
+            task: "t".into(),
+            strategy: "react".into(),
+            config: json!({}),
+        }
+    }
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            tool_name: "calculator".into(),
+            arguments: json!({}),
+        }
+    }
+
+    fn responded(actions: Vec<Action>) -> EventKind {
+        EventKind::ModelResponded {
+            actions,
+            usage: Usage {
+                input_tokens: 3,
+                output_tokens: 2,
+            },
+            text: None,
+        }
+    }
+
+    fn apply_all(kinds: Vec<EventKind>) -> Result<SessionState, StateError> {
+        let events: Vec<Event> = kinds
+            .into_iter()
+            .enumerate()
+            .map(|(i, kind)| event(i as u64 + 1, kind))
+            .collect();
+        SessionState::from_events("s1", &events)
+    }
+
+    #[test]
+    fn a_tool_turn_then_a_finish_walks_the_status_machine() {
+        let state = apply_all(vec![
+            started(),
+            EventKind::ModelRequested { step: 1 },
+            responded(vec![Action::ToolCall(call("a")), Action::ToolCall(call("b"))]),
+            EventKind::ActionDispatched { call: call("a") },
+            EventKind::ActionDispatched { call: call("b") },
+            EventKind::ActionCompleted {
+                observation: Observation::success(&call("b"), "2"),
+            },
+            EventKind::ActionCompleted {
+                observation: Observation::success(&call("a"), "1"),
+            },
+            EventKind::ModelRequested { step: 2 },
+            responded(vec![Action::Finish(Finish {
+                answer: "done".into(),
+            })]),
+            EventKind::Finished {
+                answer: "done".into(),
+            },
+        ])
+        .unwrap();
+        assert_eq!(state.status(), Status::Finished);
+        assert_eq!(state.steps_used(), 2);
+        assert_eq!(state.usage().tool_calls, 2);
+        assert_eq!(state.usage().input_tokens, 6);
+        let contents: Vec<&str> = state
+            .history()
+            .iter()
+            .filter_map(|item| match item {
+                HistoryItem::Observation { observation } => Some(observation.content.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(contents, ["1", "2"], "observations keep proposal order");
+        let result = state.run_result().unwrap();
+        assert_eq!(result.answer.as_deref(), Some("done"));
+    }
+
+    #[test]
+    fn an_illegal_event_names_the_event_and_the_status_and_changes_nothing() {
+        let mut state = apply_all(vec![started()]).unwrap();
+        let before = state.clone();
+        let err = state
+            .apply(&event(
+                2,
+                EventKind::Finished {
+                    answer: "x".into(),
+                },
+            ))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "event `finished` is not allowed in status `idle`"
+        );
+        assert_eq!(state, before);
+    }
+
+    #[test]
+    fn gaps_other_sessions_and_unknown_calls_are_rejected() {
+        let mut state = apply_all(vec![started()]).unwrap();
+        assert!(matches!(
+            state.apply(&event(3, EventKind::ModelRequested { step: 1 })),
+            Err(StateError::OutOfOrder { last: 1, got: 3 })
+        ));
+        let foreign = Event::new("other", 2, EventKind::ModelRequested { step: 1 });
+        assert!(matches!(
+            state.apply(&foreign),
+            Err(StateError::WrongSession { .. })
+        ));
+        let mut state = apply_all(vec![
+            started(),
+            EventKind::ModelRequested { step: 1 },
+            responded(vec![Action::ToolCall(call("a"))]),
+        ])
+        .unwrap();
+        assert!(matches!(
+            state.apply(&event(4, EventKind::ActionDispatched { call: call("zz") })),
+            Err(StateError::UnexpectedCall { .. })
+        ));
+    }
+
+    #[test]
+    fn nothing_follows_a_terminal_event() {
+        let mut state = apply_all(vec![
+            started(),
+            EventKind::Failed {
+                exit_reason: ExitReason::MaxStepsExceeded,
+                budget: None,
+                error: None,
+            },
+        ])
+        .unwrap();
+        assert_eq!(state.status().public(), PublicStatus::Failed);
+        assert!(matches!(
+            state.apply(&event(
+                3,
+                EventKind::Failed {
+                    exit_reason: ExitReason::Cancelled,
+                    budget: None,
+                    error: None
+                }
+            )),
+            Err(StateError::IllegalTransition { .. })
+        ));
+    }
+
+    #[test]
+    fn rejected_output_becomes_feedback_and_counts_as_a_step() {
+        let state = apply_all(vec![
+            started(),
+            EventKind::ModelRequested { step: 1 },
+            EventKind::ModelOutputRejected {
+                raw: "nope".into(),
+                error: "not JSON".into(),
+                usage: Usage::default(),
+            },
+        ])
+        .unwrap();
+        assert_eq!(state.status(), Status::Observing);
+        assert_eq!(state.steps_used(), 1);
+        assert!(state.last_output_rejected());
+        assert_eq!(
+            state.history(),
+            [HistoryItem::Feedback {
+                message: "not JSON".into()
+            }]
+        );
+    }
+}

@@ -1,0 +1,16 @@
+//! JSONL traces for the agent runtime.
+//!
+//! A trace is a projection of the event stream ([`trace_lines`]), written by the
+//! [`JsonlTrace`] sink one complete JSON object per line. By default text is
+//! written only as a [`summarize`]d `chars=N;sha256=HEX` and argument values never
+//! are ([`ContentMode::Summary`]). [`show`] renders a trace for people.
+
+mod jsonl;
+mod lines;
+mod show;
+mod summary;
+
+pub use jsonl::JsonlTrace;
+pub use lines::trace_lines;
+pub use show::{ShowReport, render, show};
+pub use summary::{ContentMode, UnknownContentMode, summarize};

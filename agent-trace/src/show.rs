@@ -1,0 +1,128 @@
+//! `agent trace show`: renders trace lines for people, one line per event starting
+//! with its step and raw `event_type`. Reads only.
+
+use std::io::{self, BufRead, Write};
+
+use serde_json::Value;
+
+/// How a `show` pass ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ShowReport {
+    /// Lines rendered.
+    pub shown: usize,
+    /// Lines reported as malformed.
+    pub malformed: usize,
+}
+
+/// Renders every line of `input` to `out`; malformed lines are reported on `err`
+/// with their 1-based line number, and the rest is still shown. A closed `out`
+/// (a broken pipe) ends the pass quietly.
+pub fn show(input: impl BufRead, out: &mut impl Write, err: &mut impl Write) -> io::Result<ShowReport> {
+    let mut report = ShowReport::default();
+    for (index, line) in input.lines().enumerate() {
+        let number = index + 1;
+        let line = match line {
+            Ok(line) => line,
+            Err(error) if error.kind() == io::ErrorKind::InvalidData => {
+                report.malformed += 1;
+                writeln!(err, "line {number}: malformed trace line: not UTF-8")?;
+                continue;
+            }
+            Err(error) => return Err(error),
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        match render(&line) {
+            Ok(text) => {
+                report.shown += 1;
+                match writeln!(out, "{text}") {
+                    Ok(()) => {}
+                    Err(error) if error.kind() == io::ErrorKind::BrokenPipe => return Ok(report),
+                    Err(error) => return Err(error),
+                }
+            }
+            Err(reason) => {
+                report.malformed += 1;
+                writeln!(err, "line {number}: malformed trace line: {reason}")?;
+            }
+        }
+    }
+    match out.flush() {
+        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => Ok(report),
+        other => other.map(|()| report),
+    }
+}
+
+/// One trace line as `STEP EVENT_TYPE key=value …`, or why it is malformed.
+pub fn render(line: &str) -> Result<String, String> {
+    let value: Value = serde_json::from_str(line).map_err(|e| format!("not JSON ({e})"))?;
+    let Value::Object(fields) = value else {
+        return Err("not a JSON object".into());
+    };
+    let step = fields
+        .get("step")
+        .and_then(Value::as_u64)
+        .ok_or("no integer `step`")?;
+    let event_type = fields
+        .get("event_type")
+        .and_then(Value::as_str)
+        .ok_or("no string `event_type`")?;
+    let mut text = format!("{step:>3} {event_type}");
+    for (key, value) in &fields {
+        if matches!(key.as_str(), "step" | "event_type" | "run_id" | "seq" | "at_ms") {
+            continue;
+        }
+        match value {
+            Value::String(s) => text.push_str(&format!(" {key}={s}")),
+            other => text.push_str(&format!(" {key}={other}")),
+        }
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_step_and_type_first_then_fields() {
+        let text = render(
+            r#"{"run_id":"r","step":1,"event_type":"observation","tool_name":"calculator","is_error":false}"#,
+        )
+        .unwrap();
+        assert_eq!(text, "  1 observation is_error=false tool_name=calculator");
+    }
+
+    #[test]
+    fn a_broken_line_is_reported_by_number_and_the_rest_shown() {
+        let input = "{\"step\":0,\"event_type\":\"run_started\"}\n{broken\n\n[1]\n{\"step\":1,\"event_type\":\"run_finished\"}\n";
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let report = show(input.as_bytes(), &mut out, &mut err).unwrap();
+        assert_eq!(report, ShowReport { shown: 2, malformed: 2 });
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(out, "  0 run_started\n  1 run_finished\n");
+        let err = String::from_utf8(err).unwrap();
+        assert!(err.contains("line 2: malformed trace line"), "{err}");
+        assert!(err.contains("line 4: malformed trace line: not a JSON object"), "{err}");
+    }
+
+    struct ClosedPipe;
+
+    impl Write for ClosedPipe {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::Error::from(io::ErrorKind::BrokenPipe))
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Err(io::Error::from(io::ErrorKind::BrokenPipe))
+        }
+    }
+
+    #[test]
+    fn a_closed_pipe_ends_quietly() {
+        let input = "{\"step\":0,\"event_type\":\"run_started\"}\n".repeat(3);
+        let report = show(input.as_bytes(), &mut ClosedPipe, &mut Vec::new()).unwrap();
+        assert_eq!(report.shown, 1);
+    }
+}

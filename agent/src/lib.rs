@@ -1,0 +1,67 @@
+//! A durable, observable agent runtime.
+//!
+//! A model proposes actions; the runtime validates and executes them, records every
+//! fact as an event, and ends each run with a structured [`RunResult`]. This crate
+//! re-exports the `agent-*` crates; features pick what is compiled in:
+//!
+//! | feature | gives |
+//! |---|---|
+//! | `react` (default) | [`strategies::ReAct`] |
+//! | `scripted` (default) | [`providers::ScriptedModel`] |
+//! | `full` | everything |
+//!
+//! ```
+//! use std::sync::Arc;
+//! use agent::prelude::*;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let model = ScriptedModel::from_values(vec![
+//!     serde_json::json!({"type": "tool_call", "tool_name": "calculator",
+//!                        "arguments": {"left": 12, "operation": "multiply", "right": 7}}),
+//!     serde_json::json!({"type": "finish", "answer": "84"}),
+//! ])?;
+//! let mut tools = ToolRegistry::new();
+//! tools.register(Calculator)?;
+//! let engine = Engine::builder(Arc::new(model), Arc::new(ReAct::new()))
+//!     .tools(tools.into_toolbox())
+//!     .build();
+//! let result = engine.run("What is 12 times 7?", serde_json::json!({})).await?;
+//! assert_eq!(result.answer.as_deref(), Some("84"));
+//! # Ok(()) }
+//! ```
+
+pub use agent_core::*;
+
+/// Tools: the validating registry and the built-in tools.
+pub mod tools {
+    pub use agent_tools::*;
+}
+
+/// Model adapters.
+pub mod providers {
+    pub use agent_providers::*;
+}
+
+/// Execution strategies.
+pub mod strategies {
+    pub use agent_strategies::*;
+}
+
+/// JSONL traces.
+pub mod trace {
+    pub use agent_trace::*;
+}
+
+/// The names most programs need.
+pub mod prelude {
+    pub use agent_core::{
+        Budgets, Engine, EventStore, ExitReason, MemoryStore, Model, RunResult, Tool,
+        ToolContext, ToolError, ToolOutput, ToolSpec,
+    };
+    #[cfg(feature = "scripted")]
+    pub use agent_providers::ScriptedModel;
+    #[cfg(feature = "react")]
+    pub use agent_strategies::ReAct;
+    pub use agent_tools::{Calculator, ToolRegistry};
+    pub use agent_trace::{ContentMode, JsonlTrace};
+}

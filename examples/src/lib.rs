@@ -1,0 +1,1 @@
+//! Runnable examples of the agent runtime; see the example targets.

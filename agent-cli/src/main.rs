@@ -1,1 +1,44 @@
-fn main() {}
+//! `agent`: the command-line interface of the agent runtime. Exit codes and output
+//! follow `CONTRACT.md`.
+
+mod cli;
+mod commands;
+mod config;
+mod console;
+mod error;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command, TraceCommand};
+use crate::error::CliError;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(execute(cli)),
+        Err(err) => Err(CliError::Internal(format!(
+            "cannot start the async runtime: {err}"
+        ))),
+    };
+    match code {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("agent: {err}");
+            ExitCode::from(err.exit_code())
+        }
+    }
+}
+
+async fn execute(cli: Cli) -> Result<u8, CliError> {
+    match cli.command {
+        Command::Run(args) => commands::run::run(*args).await,
+        Command::Trace {
+            command: TraceCommand::Show { file },
+        } => commands::trace::show(&file),
+    }
+}

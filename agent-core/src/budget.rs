@@ -110,7 +110,9 @@ impl Budgets {
         if let Some(max) = self.max_tool_calls.filter(|max| used + wanted > *max) {
             return Some(Exhausted::budget(
                 BudgetKind::ToolCalls,
-                format!("tool call budget of {max} would be exceeded by {wanted} more call(s) after {used}"),
+                format!(
+                    "tool call budget of {max} would be exceeded by {wanted} more call(s) after {used}"
+                ),
             ));
         }
         for (tool, max) in &self.max_calls_per_tool {

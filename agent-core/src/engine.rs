@@ -132,7 +132,11 @@ impl Engine {
     /// Starts a new session for `task` and drives it until it ends.
     ///
     /// `config` is recorded in the first event for later resumes.
-    pub async fn run(&self, task: impl Into<String>, config: Value) -> Result<RunResult, EngineError> {
+    pub async fn run(
+        &self,
+        task: impl Into<String>,
+        config: Value,
+    ) -> Result<RunResult, EngineError> {
         let session_id = new_session_id();
         let mut driver = Driver::new(self, SessionState::new(session_id));
         driver.record(EventKind::SessionStarted {
@@ -176,7 +180,10 @@ impl<'e> Driver<'e> {
             state,
             unflushed: Vec::new(),
             unflushed_steps: Vec::new(),
-            deadline: engine.budgets.timeout.map(|timeout| Instant::now() + timeout),
+            deadline: engine
+                .budgets
+                .timeout
+                .map(|timeout| Instant::now() + timeout),
         }
     }
 
@@ -253,7 +260,9 @@ impl<'e> Driver<'e> {
         EventKind::Failed {
             exit_reason: ExitReason::BudgetExceeded,
             budget: Some(BudgetKind::WallTime),
-            error: Some(format!("the run exceeded its wall-time budget of {seconds}s")),
+            error: Some(format!(
+                "the run exceeded its wall-time budget of {seconds}s"
+            )),
         }
     }
 
@@ -275,7 +284,10 @@ impl<'e> Driver<'e> {
             step,
             max_output_tokens: self.engine.max_output_tokens,
         };
-        let Some(outcome) = self.before_deadline(self.engine.model.complete(&request)).await else {
+        let Some(outcome) = self
+            .before_deadline(self.engine.model.complete(&request))
+            .await
+        else {
             return self.record(self.wall_time_failure());
         };
         let kind = match outcome {
@@ -307,8 +319,7 @@ impl<'e> Driver<'e> {
         if response.actions.is_empty() {
             return EventKind::ModelOutputRejected {
                 raw: response.text.unwrap_or_default(),
-                error: "the response holds no action: call a tool or finish with an answer"
-                    .into(),
+                error: "the response holds no action: call a tool or finish with an answer".into(),
                 usage: response.usage,
             };
         }
@@ -319,7 +330,10 @@ impl<'e> Driver<'e> {
             .enumerate()
             .map(|(index, action)| match action {
                 Action::ToolCall(mut call) => {
-                    if call.id.is_empty() || seen.contains(&call.id) || self.state.knows_call(&call.id) {
+                    if call.id.is_empty()
+                        || seen.contains(&call.id)
+                        || self.state.knows_call(&call.id)
+                    {
                         call.id = self.fresh_call_id(step, index, &seen);
                     }
                     seen.push(call.id.clone());

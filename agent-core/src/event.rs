@@ -127,5 +127,4 @@ impl EventKind {
             Self::Failed { .. } => "failed",
         }
     }
-
 }

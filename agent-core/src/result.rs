@@ -96,7 +96,9 @@ impl fmt::Display for BudgetKind {
 
 /// A budget name that is not one of the known kinds.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown budget `{0}`: expected tokens, model_calls, tool_calls, tool_calls:<tool> or wall_time")]
+#[error(
+    "unknown budget `{0}`: expected tokens, model_calls, tool_calls, tool_calls:<tool> or wall_time"
+)]
 pub struct UnknownBudget(pub String);
 
 impl FromStr for BudgetKind {
@@ -210,7 +212,15 @@ mod tests {
         let keys: Vec<&String> = value.as_object().unwrap().keys().collect();
         assert_eq!(
             keys,
-            ["answer", "budget", "error", "exit_reason", "session_id", "steps_used", "usage"]
+            [
+                "session_id",
+                "exit_reason",
+                "answer",
+                "steps_used",
+                "usage",
+                "budget",
+                "error"
+            ]
         );
     }
 }

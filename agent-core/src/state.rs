@@ -355,10 +355,11 @@ impl SessionState {
                 }
                 if self.turn.iter().all(|p| p.observation.is_some()) {
                     let turn = std::mem::take(&mut self.turn);
-                    self.history
-                        .extend(turn.into_iter().filter_map(|p| p.observation).map(
-                            |observation| HistoryItem::Observation { observation },
-                        ));
+                    self.history.extend(
+                        turn.into_iter()
+                            .filter_map(|p| p.observation)
+                            .map(|observation| HistoryItem::Observation { observation }),
+                    );
                     self.status = Status::Observing;
                 }
             }
@@ -559,7 +560,10 @@ mod tests {
         let state = apply_all(vec![
             started(),
             EventKind::ModelRequested { step: 1 },
-            responded(vec![Action::ToolCall(call("a")), Action::ToolCall(call("b"))]),
+            responded(vec![
+                Action::ToolCall(call("a")),
+                Action::ToolCall(call("b")),
+            ]),
             EventKind::ActionDispatched { call: call("a") },
             EventKind::ActionDispatched { call: call("b") },
             EventKind::ActionCompleted {
@@ -599,12 +603,7 @@ mod tests {
         let mut state = apply_all(vec![started()]).unwrap();
         let before = state.clone();
         let err = state
-            .apply(&event(
-                2,
-                EventKind::Finished {
-                    answer: "x".into(),
-                },
-            ))
+            .apply(&event(2, EventKind::Finished { answer: "x".into() }))
             .unwrap_err();
         assert_eq!(
             err.to_string(),

@@ -54,7 +54,11 @@ pub trait EventStore: Send + Sync {
 }
 
 /// Checks that `events` is a non-empty batch of `session_id` following `expected_seq`.
-pub fn check_batch(session_id: &str, expected_seq: u64, events: &[Event]) -> Result<(), StoreError> {
+pub fn check_batch(
+    session_id: &str,
+    expected_seq: u64,
+    events: &[Event],
+) -> Result<(), StoreError> {
     if events.is_empty() {
         return Err(StoreError::InvalidBatch("no events to append".into()));
     }
@@ -160,7 +164,13 @@ mod tests {
             }
         }
         assert_eq!(wins, 1);
-        let seqs: Vec<u64> = store.load("s").await.unwrap().iter().map(|e| e.seq).collect();
+        let seqs: Vec<u64> = store
+            .load("s")
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
         assert_eq!(seqs, [1, 2, 3]);
     }
 

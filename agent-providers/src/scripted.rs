@@ -51,8 +51,8 @@ impl ScriptedModel {
             path: path.to_owned(),
             message,
         };
-        let value: Value = serde_json::from_str(&text)
-            .map_err(|err| invalid(format!("not valid JSON: {err}")))?;
+        let value: Value =
+            serde_json::from_str(&text).map_err(|err| invalid(format!("not valid JSON: {err}")))?;
         let Value::Array(elements) = value else {
             return Err(invalid(
                 "expected a JSON array with one element per model response".into(),

@@ -120,7 +120,10 @@ mod tests {
             EventKind::ModelRequested { step: 1 },
             responded(Action::ToolCall(call.clone())),
         ]);
-        assert_eq!(react.next(&pending).unwrap(), Decision::Dispatch(vec![call]));
+        assert_eq!(
+            react.next(&pending).unwrap(),
+            Decision::Dispatch(vec![call])
+        );
         let finishing = state(vec![
             EventKind::ModelRequested { step: 1 },
             responded(Action::Finish(Finish {

@@ -152,9 +152,18 @@ mod tests {
             }
             .evaluate()
         };
-        assert_eq!(format_number(eval(12.0, Operation::Multiply, 7.0).unwrap()), "84");
-        assert_eq!(format_number(eval(1.0, Operation::Divide, 4.0).unwrap()), "0.25");
-        assert_eq!(format_number(eval(2.0, Operation::Subtract, 5.0).unwrap()), "-3");
+        assert_eq!(
+            format_number(eval(12.0, Operation::Multiply, 7.0).unwrap()),
+            "84"
+        );
+        assert_eq!(
+            format_number(eval(1.0, Operation::Divide, 4.0).unwrap()),
+            "0.25"
+        );
+        assert_eq!(
+            format_number(eval(2.0, Operation::Subtract, 5.0).unwrap()),
+            "-3"
+        );
         assert_eq!(
             eval(1.0, Operation::Divide, 0.0),
             Err(ToolError::failed("division by zero"))

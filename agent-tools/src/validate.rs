@@ -46,7 +46,9 @@ impl ArgumentValidator {
                 };
                 match error.kind() {
                     ValidationErrorKind::Required { property } => {
-                        let name = property.as_str().map_or_else(|| property.to_string(), str::to_owned);
+                        let name = property
+                            .as_str()
+                            .map_or_else(|| property.to_string(), str::to_owned);
                         format!("missing required field `{name}`{place}")
                     }
                     ValidationErrorKind::AdditionalProperties { unexpected } => {
@@ -93,7 +95,10 @@ mod tests {
 
     #[test]
     fn valid_arguments_pass() {
-        assert_eq!(validator().validate(&json!({"left": 1, "op": "add"})), Ok(()));
+        assert_eq!(
+            validator().validate(&json!({"left": 1, "op": "add"})),
+            Ok(())
+        );
     }
 
     #[test]
@@ -102,7 +107,10 @@ mod tests {
             .validate(&json!({"left": "x", "opp": "add"}))
             .unwrap_err();
         assert!(message.contains("missing required field `op`"), "{message}");
-        assert!(message.contains("unexpected field `opp` (allowed: left, op)"), "{message}");
+        assert!(
+            message.contains("unexpected field `opp` (allowed: left, op)"),
+            "{message}"
+        );
         assert!(message.contains("field `left`:"), "{message}");
         let message = validator()
             .validate(&json!({"left": 1, "op": "power"}))

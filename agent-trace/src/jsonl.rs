@@ -42,12 +42,19 @@ impl EventSink for JsonlTrace {
         if text.is_empty() {
             return Ok(());
         }
-        let mut file = self
-            .file
-            .lock()
-            .map_err(|_| SinkError(format!("trace file `{}`: lock poisoned", self.path.display())))?;
+        let mut file = self.file.lock().map_err(|_| {
+            SinkError(format!(
+                "trace file `{}`: lock poisoned",
+                self.path.display()
+            ))
+        })?;
         file.write_all(text.as_bytes())
             .and_then(|()| file.flush())
-            .map_err(|err| SinkError(format!("cannot write trace file `{}`: {err}", self.path.display())))
+            .map_err(|err| {
+                SinkError(format!(
+                    "cannot write trace file `{}`: {err}",
+                    self.path.display()
+                ))
+            })
     }
 }

@@ -24,7 +24,10 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
     };
     match &event.kind {
         EventKind::SessionStarted { task, .. } => {
-            vec![line("run_started", json!({"input_summary": mode.render(task)}))]
+            vec![line(
+                "run_started",
+                json!({"input_summary": mode.render(task)}),
+            )]
         }
         EventKind::ModelResponded { actions, usage, .. } => {
             let mut fields = action_fields(actions, mode);
@@ -90,13 +93,16 @@ fn action_fields(actions: &[Action], mode: ContentMode) -> Map<String, Value> {
                 Action::Finish(finish) => Some(finish.answer.as_str()),
                 Action::ToolCall(_) => None,
             });
-            fields.insert("output".into(), json!(mode.render(answer.unwrap_or_default())));
+            fields.insert(
+                "output".into(),
+                json!(mode.render(answer.unwrap_or_default())),
+            );
         }
         [call] => {
             fields.insert("action_type".into(), json!("tool_call"));
             fields.insert("tool_name".into(), json!(call.tool_name));
             if mode == ContentMode::Full {
-                fields.insert("arguments".into(), call.arguments.clone());
+                fields.insert("arguments".into(), json!(call.arguments.to_string()));
             }
         }
         calls => {
@@ -105,7 +111,7 @@ fn action_fields(actions: &[Action], mode: ContentMode) -> Map<String, Value> {
             fields.insert("tool_names".into(), json!(names));
             if mode == ContentMode::Full {
                 let arguments: Vec<&Value> = calls.iter().map(|call| &call.arguments).collect();
-                fields.insert("arguments".into(), json!(arguments));
+                fields.insert("arguments".into(), json!(json!(arguments).to_string()));
             }
         }
     }
@@ -155,7 +161,12 @@ mod tests {
         assert_eq!(line["input_tokens"], 10);
         assert!(!Value::Object(line.clone()).to_string().contains("SECRET"));
         let full = lines_of(kind, ContentMode::Full);
-        assert_eq!(full[0]["arguments"]["left"], "SECRET");
+        let arguments: Value =
+            serde_json::from_str(full[0]["arguments"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            arguments["left"], "SECRET",
+            "full mode writes arguments as JSON text"
+        );
     }
 
     #[test]
@@ -185,13 +196,21 @@ mod tests {
             ContentMode::Summary,
         );
         assert_eq!(lines[0]["action_type"], "finish");
-        assert!(lines[0]["output"].as_str().unwrap().starts_with("chars=2;sha256="));
+        assert!(
+            lines[0]["output"]
+                .as_str()
+                .unwrap()
+                .starts_with("chars=2;sha256=")
+        );
     }
 
     #[test]
     fn observations_and_endings() {
         let observation = Observation::success(&call("calculator", json!({})), "84");
-        let lines = lines_of(EventKind::ActionCompleted { observation }, ContentMode::Full);
+        let lines = lines_of(
+            EventKind::ActionCompleted { observation },
+            ContentMode::Full,
+        );
         assert_eq!(lines[0]["output"], "84");
         assert_eq!(lines[0]["is_error"], false);
         assert_eq!(lines[0]["call_id"], "id-calculator");

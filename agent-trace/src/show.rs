@@ -17,7 +17,11 @@ pub struct ShowReport {
 /// Renders every line of `input` to `out`; malformed lines are reported on `err`
 /// with their 1-based line number, and the rest is still shown. A closed `out`
 /// (a broken pipe) ends the pass quietly.
-pub fn show(input: impl BufRead, out: &mut impl Write, err: &mut impl Write) -> io::Result<ShowReport> {
+pub fn show(
+    input: impl BufRead,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> io::Result<ShowReport> {
     let mut report = ShowReport::default();
     for (index, line) in input.lines().enumerate() {
         let number = index + 1;
@@ -70,7 +74,10 @@ pub fn render(line: &str) -> Result<String, String> {
         .ok_or("no string `event_type`")?;
     let mut text = format!("{step:>3} {event_type}");
     for (key, value) in &fields {
-        if matches!(key.as_str(), "step" | "event_type" | "run_id" | "seq" | "at_ms") {
+        if matches!(
+            key.as_str(),
+            "step" | "event_type" | "run_id" | "seq" | "at_ms"
+        ) {
             continue;
         }
         match value {
@@ -91,7 +98,7 @@ mod tests {
             r#"{"run_id":"r","step":1,"event_type":"observation","tool_name":"calculator","is_error":false}"#,
         )
         .unwrap();
-        assert_eq!(text, "  1 observation is_error=false tool_name=calculator");
+        assert_eq!(text, "  1 observation tool_name=calculator is_error=false");
     }
 
     #[test]
@@ -100,12 +107,21 @@ mod tests {
         let mut out = Vec::new();
         let mut err = Vec::new();
         let report = show(input.as_bytes(), &mut out, &mut err).unwrap();
-        assert_eq!(report, ShowReport { shown: 2, malformed: 2 });
+        assert_eq!(
+            report,
+            ShowReport {
+                shown: 2,
+                malformed: 2
+            }
+        );
         let out = String::from_utf8(out).unwrap();
         assert_eq!(out, "  0 run_started\n  1 run_finished\n");
         let err = String::from_utf8(err).unwrap();
         assert!(err.contains("line 2: malformed trace line"), "{err}");
-        assert!(err.contains("line 4: malformed trace line: not a JSON object"), "{err}");
+        assert!(
+            err.contains("line 4: malformed trace line: not a JSON object"),
+            "{err}"
+        );
     }
 
     struct ClosedPipe;

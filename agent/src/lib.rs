@@ -43,6 +43,7 @@ pub mod providers {
 }
 
 /// Execution strategies.
+#[cfg(feature = "react")]
 pub mod strategies {
     pub use agent_strategies::*;
 }
@@ -55,8 +56,8 @@ pub mod trace {
 /// The names most programs need.
 pub mod prelude {
     pub use agent_core::{
-        Budgets, Engine, EventStore, ExitReason, MemoryStore, Model, RunResult, Tool,
-        ToolContext, ToolError, ToolOutput, ToolSpec,
+        Budgets, Engine, EventStore, ExitReason, MemoryStore, Model, RunResult, Tool, ToolContext,
+        ToolError, ToolOutput, ToolSpec,
     };
     #[cfg(feature = "scripted")]
     pub use agent_providers::ScriptedModel;

@@ -1,6 +1,8 @@
 //! The minimal agent loop end to end on the library: ReAct, the scripted model, the
 //! calculator and the in-memory store.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -98,11 +100,18 @@ fn observations(h: &Harness) -> Vec<Observation> {
 #[tokio::test]
 async fn the_model_sees_an_empty_history_then_the_call_and_its_observation() {
     let h = harness(
-        vec![calc(json!(12), "multiply", json!(7)), finish("84, which is above 80")],
+        vec![
+            calc(json!(12), "multiply", json!(7)),
+            finish("84, which is above 80"),
+        ],
         calculator(),
         Budgets::default(),
     );
-    let result = h.engine.run("What is 12 times 7, and is it above 80?", json!({})).await.unwrap();
+    let result = h
+        .engine
+        .run("What is 12 times 7, and is it above 80?", json!({}))
+        .await
+        .unwrap();
     assert_eq!(result.exit_reason, ExitReason::Finished);
     assert_eq!(result.answer.as_deref(), Some("84, which is above 80"));
     assert_eq!(result.steps_used, 2);
@@ -136,7 +145,11 @@ async fn the_model_sees_an_empty_history_then_the_call_and_its_observation() {
 
 #[tokio::test]
 async fn invalid_output_becomes_feedback_and_the_model_is_asked_again() {
-    let h = harness(vec![json!("the answer is 84"), finish("84")], calculator(), Budgets::default());
+    let h = harness(
+        vec![json!("the answer is 84"), finish("84")],
+        calculator(),
+        Budgets::default(),
+    );
     let result = h.engine.run("task", json!({})).await.unwrap();
     assert_eq!(result.exit_reason, ExitReason::Finished);
     assert_eq!(result.steps_used, 2);
@@ -154,7 +167,11 @@ async fn output_that_stays_invalid_ends_with_invalid_model_output() {
         ..Budgets::default()
     };
     let h = harness(
-        vec![json!("nope"), json!({"type": "finish"}), json!({"type": "dance"})],
+        vec![
+            json!("nope"),
+            json!({"type": "finish"}),
+            json!({"type": "dance"}),
+        ],
         calculator(),
         budgets,
     );
@@ -216,10 +233,32 @@ async fn extra_and_misspelled_arguments_are_error_observations_naming_the_field(
     assert_eq!(result.exit_reason, ExitReason::Finished);
     let observations = observations(&h);
     assert!(observations.iter().all(|o| o.is_error));
-    assert!(observations[0].content.contains("unexpected field `precision`"), "{}", observations[0].content);
-    assert!(observations[1].content.contains("unexpected field `oprtation`"), "{}", observations[1].content);
-    assert!(observations[1].content.contains("missing required field `operation`"), "{}", observations[1].content);
-    assert!(observations[2].content.contains("field `left`"), "{}", observations[2].content);
+    assert!(
+        observations[0]
+            .content
+            .contains("unexpected field `precision`"),
+        "{}",
+        observations[0].content
+    );
+    assert!(
+        observations[1]
+            .content
+            .contains("unexpected field `oprtation`"),
+        "{}",
+        observations[1].content
+    );
+    assert!(
+        observations[1]
+            .content
+            .contains("missing required field `operation`"),
+        "{}",
+        observations[1].content
+    );
+    assert!(
+        observations[2].content.contains("field `left`"),
+        "{}",
+        observations[2].content
+    );
 }
 
 #[tokio::test]
@@ -266,7 +305,10 @@ fn spec(name: &str, idempotent: bool) -> ToolSpec {
 #[tokio::test]
 async fn a_panicking_tool_is_recorded_as_internal_error_before_the_run_fails() {
     let h = harness(
-        vec![json!({"type": "tool_call", "tool_name": "buggy", "arguments": {}}), finish("x")],
+        vec![
+            json!({"type": "tool_call", "tool_name": "buggy", "arguments": {}}),
+            finish("x"),
+        ],
         vec![Arc::new(Panicking(spec("buggy", true)))],
         Budgets::default(),
     );
@@ -274,7 +316,10 @@ async fn a_panicking_tool_is_recorded_as_internal_error_before_the_run_fails() {
     assert_eq!(result.exit_reason, ExitReason::InternalError);
     assert_eq!(result.exit_code(), 1);
     let error = result.error.unwrap();
-    assert!(error.contains("tool `buggy` panicked") && error.contains("the tool has a bug"), "{error}");
+    assert!(
+        error.contains("tool `buggy` panicked") && error.contains("the tool has a bug"),
+        "{error}"
+    );
     let log = h.store.load(&result.session_id).await.unwrap();
     let Some(EventKind::Failed { exit_reason, .. }) = log.last().map(|e| &e.kind) else {
         panic!("the log must end with the failure");
@@ -334,7 +379,11 @@ async fn calls_of_one_turn_run_concurrently_and_observations_keep_proposal_order
         .unwrap();
     assert_eq!(result.exit_reason, ExitReason::Finished);
     let completed: Vec<String> = observations(&h).into_iter().map(|o| o.content).collect();
-    assert_eq!(completed, ["fast", "slow"], "results are committed as they arrive");
+    assert_eq!(
+        completed,
+        ["fast", "slow"],
+        "results are committed as they arrive"
+    );
     let requests = h.model.requests.lock().unwrap();
     let seen: Vec<&str> = requests[1]
         .history
@@ -400,13 +449,23 @@ async fn tool_call_budgets_in_total_and_per_tool() {
     };
     let h = harness(two_calls, calculator(), per_tool);
     let result = h.engine.run("task", json!({})).await.unwrap();
-    assert_eq!(result.budget, Some(BudgetKind::ToolCallsOf("calculator".into())));
-    assert_eq!(serde_json::to_value(&result).unwrap()["budget"], "tool_calls:calculator");
+    assert_eq!(
+        result.budget,
+        Some(BudgetKind::ToolCallsOf("calculator".into()))
+    );
+    assert_eq!(
+        serde_json::to_value(&result).unwrap()["budget"],
+        "tool_calls:calculator"
+    );
 }
 
 #[tokio::test]
 async fn a_script_that_runs_out_is_an_internal_error() {
-    let h = harness(vec![calc(json!(1), "add", json!(1))], calculator(), Budgets::default());
+    let h = harness(
+        vec![calc(json!(1), "add", json!(1))],
+        calculator(),
+        Budgets::default(),
+    );
     let result = h.engine.run("task", json!({})).await.unwrap();
     assert_eq!(result.exit_reason, ExitReason::InternalError);
     assert!(result.error.unwrap().contains("ran out of responses"));
@@ -421,7 +480,10 @@ async fn resume_reruns_idempotent_calls_and_reports_others_as_interrupted() {
                 {"tool_name": "effect", "arguments": {}}]}),
             finish("recovered"),
         ],
-        vec![Arc::new(Calculator), Arc::new(Hanging(spec("effect", false)))],
+        vec![
+            Arc::new(Calculator),
+            Arc::new(Hanging(spec("effect", false))),
+        ],
         Budgets::default(),
     );
     let session = "resume-test";
@@ -449,8 +511,12 @@ async fn resume_reruns_idempotent_calls_and_reports_others_as_interrupted() {
             usage: agent::Usage::default(),
             text: None,
         },
-        EventKind::ActionDispatched { call: calls[0].clone() },
-        EventKind::ActionDispatched { call: calls[1].clone() },
+        EventKind::ActionDispatched {
+            call: calls[0].clone(),
+        },
+        EventKind::ActionDispatched {
+            call: calls[1].clone(),
+        },
     ];
     let events: Vec<Event> = kinds
         .into_iter()
@@ -475,5 +541,8 @@ async fn resume_reruns_idempotent_calls_and_reports_others_as_interrupted() {
         ]
     );
     let again = h.engine.resume(session).await.unwrap();
-    assert_eq!(again, result, "resuming an ended session returns its stored result");
+    assert_eq!(
+        again, result,
+        "resuming an ended session returns its stored result"
+    );
 }

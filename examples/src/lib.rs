@@ -1,1 +1,5 @@
-//! Runnable examples of the agent runtime; see the example targets.
+//! Runnable examples of the agent runtime. Each program is a Cargo example target:
+//! `cargo run -p examples --example NAME`.
+//!
+//! - `react_calculator`: ReAct with the scripted model and the calculator, printing
+//!   the result and the JSONL trace.

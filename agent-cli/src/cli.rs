@@ -1,0 +1,101 @@
+//! The command line: every command, flag and argument of `agent`, parsed by clap.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// A durable, observable agent runtime.
+#[derive(Debug, Parser)]
+#[command(name = "agent", version, about, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands of `agent`.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a task to its end and print the RunResult.
+    Run(Box<RunArgs>),
+    /// Read traces.
+    Trace {
+        /// What to do with a trace.
+        #[command(subcommand)]
+        command: TraceCommand,
+    },
+}
+
+/// `agent trace …`
+#[derive(Debug, Subcommand)]
+pub enum TraceCommand {
+    /// Print a JSONL trace, one line per event (read-only).
+    Show {
+        /// The trace file.
+        file: PathBuf,
+    },
+}
+
+/// `agent run TASK [flags]`
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The task for the agent.
+    pub task: String,
+    /// Flags shared with `resume`.
+    #[command(flatten)]
+    pub flags: RunFlags,
+}
+
+/// Flags that configure how a session runs.
+#[derive(Debug, Args, Default)]
+pub struct RunFlags {
+    /// The model: `scripted:FILE` (a JSON array of responses).
+    #[arg(long, value_name = "SPEC")]
+    pub model: Option<String>,
+    /// Built-in tools the model may call, comma-separated (default: none).
+    #[arg(long, value_name = "a,b,c", value_delimiter = ',')]
+    pub tools: Option<Vec<String>>,
+    /// Root of every file-touching tool (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Model responses allowed in the session, valid or not (default 10).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_steps: Option<u32>,
+    /// Input plus output tokens allowed in the session.
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// Model calls allowed in the session.
+    #[arg(long, value_name = "N")]
+    pub max_model_calls: Option<u64>,
+    /// Tool calls allowed in the session.
+    #[arg(long, value_name = "N")]
+    pub max_tool_calls: Option<u64>,
+    /// Output tokens per model request, sent to the provider (default 1024).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_output_tokens: Option<u32>,
+    /// Wall-time budget of the run in seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds, allow_negative_numbers = true)]
+    pub timeout: Option<f64>,
+    /// Append a JSONL trace of the run to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// What the trace writes of texts: `summary` (chars and sha256) or `full`.
+    #[arg(long, value_name = "MODE", value_parser = ["summary", "full"])]
+    pub trace_content: Option<String>,
+    /// Print exactly one JSON RunResult on stdout and nothing else.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    let seconds: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    if seconds.is_finite() && seconds > 0.0 && seconds <= 31_536_000.0 {
+        Ok(seconds)
+    } else {
+        Err(format!(
+            "`{text}` must be a positive number of seconds, at most a year"
+        ))
+    }
+}

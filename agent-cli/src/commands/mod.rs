@@ -1,0 +1,4 @@
+//! One module per `agent` command.
+
+pub mod run;
+pub mod trace;

@@ -1,0 +1,192 @@
+//! The run configuration: what `agent run` records in a session's first event, built
+//! from the flags, and the engine it describes.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent::providers::ScriptedModel;
+use agent::strategies::ReAct;
+use agent::tools::{BUILTIN_TOOLS, ToolRegistry, builtin_tool};
+use agent::trace::{ContentMode, JsonlTrace};
+use agent::{Budgets, DEFAULT_MAX_STEPS, Engine, EventSink, Model};
+use serde::{Deserialize, Serialize};
+
+use crate::cli::RunFlags;
+use crate::error::CliError;
+
+/// Output tokens per request when `--max-output-tokens` is not given.
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 1024;
+
+/// Every setting of a run, as recorded in `SessionStarted.config`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    /// The model spec, never with a key; file paths made absolute.
+    pub model: String,
+    /// Built-in tool names.
+    pub tools: Vec<String>,
+    /// Absolute workspace root.
+    pub workspace: PathBuf,
+    /// Step budget.
+    pub max_steps: u32,
+    /// Token budget of the session.
+    pub max_tokens: Option<u64>,
+    /// Model-call budget of the session.
+    pub max_model_calls: Option<u64>,
+    /// Tool-call budget of the session.
+    pub max_tool_calls: Option<u64>,
+    /// Per-request output token cap.
+    pub max_output_tokens: u32,
+    /// Wall-time budget in seconds.
+    pub timeout_secs: Option<f64>,
+    /// Trace file (absolute), if any.
+    pub trace: Option<PathBuf>,
+    /// `summary` or `full`.
+    pub trace_content: String,
+}
+
+impl RunConfig {
+    /// The configuration `flags` describe, checked: the model spec parses, every
+    /// tool exists, the workspace is a directory.
+    pub fn from_flags(flags: &RunFlags) -> Result<Self, CliError> {
+        let model = flags.model.as_deref().ok_or_else(|| {
+            CliError::Usage("--model is required, for example --model scripted:script.json".into())
+        })?;
+        let tools = flags.tools.clone().unwrap_or_default();
+        let tools: Vec<String> = tools
+            .into_iter()
+            .map(|name| name.trim().to_owned())
+            .filter(|name| !name.is_empty())
+            .collect();
+        let workspace = match &flags.workspace {
+            Some(dir) => dir.clone(),
+            None => std::env::current_dir().map_err(|err| {
+                CliError::Usage(format!("cannot read the current directory: {err}"))
+            })?,
+        };
+        let config = Self {
+            model: normalise_model_spec(model)?,
+            tools,
+            workspace: absolute_dir(&workspace)?,
+            max_steps: flags.max_steps.unwrap_or(DEFAULT_MAX_STEPS),
+            max_tokens: flags.max_tokens,
+            max_model_calls: flags.max_model_calls,
+            max_tool_calls: flags.max_tool_calls,
+            max_output_tokens: flags.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
+            timeout_secs: flags.timeout,
+            trace: flags.trace.as_deref().map(absolute_file).transpose()?,
+            trace_content: flags
+                .trace_content
+                .clone()
+                .unwrap_or_else(|| "summary".into()),
+        };
+        config.tool_registry()?;
+        Ok(config)
+    }
+
+    fn budgets(&self) -> Budgets {
+        Budgets {
+            max_steps: self.max_steps,
+            max_tokens: self.max_tokens,
+            max_model_calls: self.max_model_calls,
+            max_tool_calls: self.max_tool_calls,
+            max_calls_per_tool: Default::default(),
+            timeout: self
+                .timeout_secs
+                .and_then(|secs| Duration::try_from_secs_f64(secs).ok()),
+        }
+    }
+
+    fn tool_registry(&self) -> Result<ToolRegistry, CliError> {
+        let mut registry = ToolRegistry::new();
+        for name in &self.tools {
+            let tool = builtin_tool(name).ok_or_else(|| {
+                CliError::Usage(format!(
+                    "unknown tool `{name}` in --tools; built-in tools are: {}",
+                    BUILTIN_TOOLS.join(", ")
+                ))
+            })?;
+            registry
+                .register_shared(tool)
+                .map_err(|err| CliError::Usage(format!("--tools: {err}")))?;
+        }
+        Ok(registry)
+    }
+
+    fn model(&self) -> Result<Arc<dyn Model>, CliError> {
+        match self.model.split_once(':') {
+            Some(("scripted", path)) => ScriptedModel::from_file(path)
+                .map(|model| Arc::new(model) as Arc<dyn Model>)
+                .map_err(|err| CliError::Usage(format!("--model: {err}"))),
+            _ => Err(unknown_model(&self.model)),
+        }
+    }
+
+    /// The engine this configuration describes, with `console` (if any) and the
+    /// trace file as sinks.
+    pub fn engine(&self, console: Option<Arc<dyn EventSink>>) -> Result<Engine, CliError> {
+        let mut builder = Engine::builder(self.model()?, Arc::new(ReAct::new()))
+            .tools(self.tool_registry()?.into_toolbox())
+            .budgets(self.budgets())
+            .workspace(self.workspace.clone())
+            .max_output_tokens(Some(self.max_output_tokens));
+        if let Some(path) = &self.trace {
+            let mode: ContentMode = self
+                .trace_content
+                .parse()
+                .map_err(|err| CliError::Usage(format!("--trace-content: {err}")))?;
+            let trace = JsonlTrace::open(path, mode).map_err(|err| {
+                CliError::Usage(format!(
+                    "--trace: cannot open `{}` for appending: {err}",
+                    path.display()
+                ))
+            })?;
+            builder = builder.sink(Arc::new(trace));
+        }
+        if let Some(console) = console {
+            builder = builder.sink(console);
+        }
+        Ok(builder.build())
+    }
+}
+
+fn unknown_model(spec: &str) -> CliError {
+    CliError::Usage(format!(
+        "--model `{spec}` is not a model this build knows; use scripted:FILE"
+    ))
+}
+
+/// Checks the spec's form and makes file paths in it absolute.
+fn normalise_model_spec(spec: &str) -> Result<String, CliError> {
+    match spec.split_once(':') {
+        Some(("scripted", path)) if !path.is_empty() => {
+            let path = std::path::absolute(path).map_err(|err| {
+                CliError::Usage(format!("--model: bad script path `{path}`: {err}"))
+            })?;
+            Ok(format!("scripted:{}", path.display()))
+        }
+        _ => Err(unknown_model(spec)),
+    }
+}
+
+fn absolute_dir(dir: &Path) -> Result<PathBuf, CliError> {
+    let canonical = dir.canonicalize().map_err(|err| {
+        CliError::Usage(format!(
+            "--workspace `{}` is not usable: {err}",
+            dir.display()
+        ))
+    })?;
+    if canonical.is_dir() {
+        Ok(canonical)
+    } else {
+        Err(CliError::Usage(format!(
+            "--workspace `{}` is not a directory",
+            dir.display()
+        )))
+    }
+}
+
+fn absolute_file(file: &Path) -> Result<PathBuf, CliError> {
+    std::path::absolute(file)
+        .map_err(|err| CliError::Usage(format!("--trace `{}`: {err}", file.display())))
+}

@@ -1,0 +1,79 @@
+//! The readable account of a run printed without `--json`: each action and
+//! observation as it is committed, then the outcome.
+
+use std::io::{self, Write};
+
+use agent::{Action, Event, EventKind, EventSink, ExitReason, RunResult, SinkError};
+
+/// Prints committed events for a person, on stdout.
+#[derive(Debug, Default)]
+pub struct Console;
+
+impl EventSink for Console {
+    fn publish(&self, event: &Event, step: u32) -> Result<(), SinkError> {
+        let text = match &event.kind {
+            EventKind::SessionStarted { task, .. } => {
+                format!("session {}\ntask: {task}", event.session_id)
+            }
+            EventKind::ModelResponded { actions, .. } => actions
+                .iter()
+                .map(|action| match action {
+                    Action::ToolCall(call) => {
+                        format!("step {step:<3} -> {} {}", call.tool_name, call.arguments)
+                    }
+                    Action::Finish(_) => format!("step {step:<3} finish"),
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            EventKind::ModelOutputRejected { error, .. } => {
+                format!("step {step:<3} !! invalid model output: {error}")
+            }
+            EventKind::ActionCompleted { observation } => {
+                let marker = if observation.is_error { "error:" } else { "<-" };
+                format!(
+                    "         {marker} {} ({})",
+                    observation.content, observation.tool_name
+                )
+            }
+            _ => return Ok(()),
+        };
+        print_line(&text).map_err(|err| SinkError(format!("cannot write to stdout: {err}")))
+    }
+}
+
+/// Prints how the run ended.
+pub fn print_outcome(result: &RunResult) -> io::Result<()> {
+    let mut text = String::new();
+    if let Some(answer) = &result.answer {
+        text.push_str(&format!("answer: {answer}\n"));
+    }
+    let usage = &result.usage;
+    text.push_str(&format!(
+        "{} after {} step(s): {} model call(s), {} tool call(s), {} input and {} output tokens",
+        result.exit_reason,
+        result.steps_used,
+        usage.model_calls,
+        usage.tool_calls,
+        usage.input_tokens,
+        usage.output_tokens
+    ));
+    if let Some(budget) = &result.budget {
+        text.push_str(&format!("\nbudget exceeded: {budget}"));
+    }
+    if let Some(error) = &result.error {
+        text.push_str(&format!("\nerror: {error}"));
+    }
+    if result.exit_reason != ExitReason::Finished {
+        text.push_str(&format!("\nsession: {}", result.session_id));
+    }
+    print_line(&text)
+}
+
+/// Writes one line to stdout; a closed pipe is not an error.
+fn print_line(text: &str) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}

@@ -12,9 +12,12 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use serde_json::Value;
-use tokio::task::JoinSet;
+use tokio::sync::Notify;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
 use crate::budget::{Budgets, Exhausted};
@@ -24,13 +27,19 @@ use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
 use crate::result::{BudgetKind, ExitReason, RunResult};
 use crate::sink::{EventSink, SinkError};
 use crate::state::{SessionState, StateError, Status};
-use crate::store::{EventStore, MemoryStore, StoreError};
+use crate::store::{Durability, EventStore, MemoryStore, StoreError};
 use crate::strategy::{Decision, ExecutionStrategy, ModelCall};
 use crate::tool::{Tool, ToolContext, ToolError, Toolbox};
 use crate::types::{Action, Observation, ToolCall};
 
 /// The observation a non-idempotent call gets when a crash left its outcome unknown.
 pub const INTERRUPTED: &str = "interrupted: outcome unknown";
+
+/// How long a lease lasts without renewal.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(15);
+
+/// How often a held lease is renewed (and the log checked for writes by others).
+pub const DEFAULT_LEASE_RENEWAL: Duration = Duration::from_secs(1);
 
 /// Why the engine could not drive a session. Failures of models, tools and
 /// strategies are not engine errors: they end the run with an exit reason.
@@ -57,6 +66,8 @@ pub struct Engine {
     budgets: Budgets,
     workspace: Arc<Path>,
     max_output_tokens: Option<u32>,
+    lease_ttl: Duration,
+    lease_renewal: Duration,
 }
 
 /// Builds an [`Engine`]; every setting but the model and strategy has a default.
@@ -101,6 +112,15 @@ impl EngineBuilder {
         self
     }
 
+    /// Lease duration and renewal period (defaults: [`DEFAULT_LEASE_TTL`],
+    /// [`DEFAULT_LEASE_RENEWAL`]). The renewal period is also how quickly a cancel
+    /// from another process is noticed.
+    pub fn lease(mut self, ttl: Duration, renewal: Duration) -> Self {
+        self.engine.lease_ttl = ttl;
+        self.engine.lease_renewal = renewal;
+        self
+    }
+
     /// The finished engine.
     pub fn build(self) -> Engine {
         self.engine
@@ -120,6 +140,8 @@ impl Engine {
                 budgets: Budgets::default(),
                 workspace: Arc::from(PathBuf::from(".")),
                 max_output_tokens: None,
+                lease_ttl: DEFAULT_LEASE_TTL,
+                lease_renewal: DEFAULT_LEASE_RENEWAL,
             },
         }
     }
@@ -138,30 +160,149 @@ impl Engine {
         config: Value,
     ) -> Result<RunResult, EngineError> {
         let session_id = new_session_id();
-        let mut driver = Driver::new(self, SessionState::new(session_id));
-        driver.record(EventKind::SessionStarted {
+        let lease = self.lease_session(&session_id).await?;
+        let mut driver = Driver::new(self, SessionState::new(session_id.clone()), &lease);
+        let started = driver.record(EventKind::SessionStarted {
             task: task.into(),
             strategy: self.strategy.name().to_owned(),
             config,
-        })?;
-        driver.flush().await?;
-        driver.drive().await
+        });
+        let outcome = match started {
+            Ok(()) => match driver.flush(Durability::Full).await {
+                Ok(_) => driver.drive().await,
+                Err(err) => Err(err),
+            },
+            Err(err) => Err(err),
+        };
+        lease.release(self).await;
+        outcome
     }
 
     /// Continues a stored session from where its log ends.
     ///
-    /// A call dispatched but not completed is re-run when its tool is idempotent;
+    /// Fails with [`StoreError::Leased`] at once while another live engine drives
+    /// it. A call dispatched but not completed is re-run when its tool is idempotent;
     /// otherwise it gets the error observation [`INTERRUPTED`]. A session that
     /// already ended returns its stored result unchanged.
     pub async fn resume(&self, session_id: &str) -> Result<RunResult, EngineError> {
+        let lease = self.lease_session(session_id).await?;
+        let outcome = self.resume_leased(session_id, &lease).await;
+        lease.release(self).await;
+        outcome
+    }
+
+    async fn resume_leased(
+        &self,
+        session_id: &str,
+        lease: &Lease,
+    ) -> Result<RunResult, EngineError> {
         let events = self.store.load(session_id).await?;
         let state = SessionState::from_events(session_id, &events)?;
-        let mut driver = Driver::new(self, state);
-        if driver.state.run_result().is_none() {
-            driver.recover_in_flight().await?;
+        if let Some(result) = state.run_result() {
+            return Ok(result);
         }
+        let mut driver = Driver::new(self, state, lease);
+        driver.record(EventKind::Resumed {
+            reason: "resume".into(),
+        })?;
+        driver.needs_recovery = true;
         driver.drive().await
     }
+
+    async fn lease_session(&self, session_id: &str) -> Result<Lease, EngineError> {
+        let owner = new_session_id();
+        self.store
+            .acquire_lease(session_id, &owner, self.lease_ttl)
+            .await?;
+        Ok(Lease::keep(self, session_id, owner))
+    }
+}
+
+/// What the lease keeper tells the driver.
+#[derive(Debug, Default)]
+struct LeaseSignal {
+    /// Woken when the log moved under the driver or the lease was lost.
+    wake: Notify,
+    /// The last seq the driver committed.
+    committed: AtomicU64,
+    /// Set when another owner took the lease.
+    lost: AtomicBool,
+}
+
+/// A held lease and the timer task that renews it.
+struct Lease {
+    session_id: String,
+    owner: String,
+    signal: Arc<LeaseSignal>,
+    keeper: JoinHandle<()>,
+}
+
+impl Lease {
+    fn keep(engine: &Engine, session_id: &str, owner: String) -> Self {
+        let signal = Arc::new(LeaseSignal::default());
+        let keeper = tokio::spawn(renew_lease(
+            Arc::clone(&engine.store),
+            session_id.to_owned(),
+            owner.clone(),
+            engine.lease_ttl,
+            engine.lease_renewal,
+            Arc::clone(&signal),
+        ));
+        Self {
+            session_id: session_id.to_owned(),
+            owner,
+            signal,
+            keeper,
+        }
+    }
+
+    /// Stops renewing and gives the lease up. A failed release only delays the
+    /// next owner until the lease expires, so it is not an error.
+    async fn release(self, engine: &Engine) {
+        self.keeper.abort();
+        let _ = engine
+            .store
+            .release_lease(&self.session_id, &self.owner)
+            .await;
+    }
+}
+
+/// Renews the lease every `period`, waking the driver when the log holds events it
+/// did not write or the lease was lost. A failed renewal is retried next period.
+async fn renew_lease(
+    store: Arc<dyn EventStore>,
+    session_id: String,
+    owner: String,
+    ttl: Duration,
+    period: Duration,
+    signal: Arc<LeaseSignal>,
+) {
+    loop {
+        tokio::time::sleep(period).await;
+        match store.renew_lease(&session_id, &owner, ttl).await {
+            Ok(last_seq) => {
+                if last_seq > signal.committed.load(Ordering::Acquire) {
+                    signal.wake.notify_one();
+                }
+            }
+            Err(StoreError::LeaseLost(_)) => {
+                signal.lost.store(true, Ordering::Release);
+                signal.wake.notify_one();
+                return;
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// How a bounded wait ended.
+enum Bounded<T> {
+    /// The future completed.
+    Done(T),
+    /// The wall-time budget ran out first.
+    TimedOut,
+    /// The log moved under the driver, or the lease was lost.
+    Interrupted,
 }
 
 /// The state of one session while the engine drives it.
@@ -171,10 +312,18 @@ struct Driver<'e> {
     unflushed: Vec<Event>,
     unflushed_steps: Vec<u32>,
     deadline: Option<Instant>,
+    signal: Arc<LeaseSignal>,
+    /// Set when the log may hold dispatched calls without results (after a resume
+    /// or a reload); the next turn of the loop settles them first.
+    needs_recovery: bool,
 }
 
 impl<'e> Driver<'e> {
-    fn new(engine: &'e Engine, state: SessionState) -> Self {
+    fn new(engine: &'e Engine, state: SessionState, lease: &Lease) -> Self {
+        lease
+            .signal
+            .committed
+            .store(state.last_seq(), Ordering::Release);
         Self {
             engine,
             state,
@@ -184,14 +333,22 @@ impl<'e> Driver<'e> {
                 .budgets
                 .timeout
                 .map(|timeout| Instant::now() + timeout),
+            signal: Arc::clone(&lease.signal),
+            needs_recovery: false,
         }
     }
 
     async fn drive(mut self) -> Result<RunResult, EngineError> {
         loop {
             if let Some(result) = self.state.run_result() {
-                self.flush().await?;
-                return Ok(result);
+                if self.flush(Durability::Full).await? {
+                    return Ok(result);
+                }
+                continue;
+            }
+            if std::mem::take(&mut self.needs_recovery) {
+                self.recover_in_flight().await?;
+                continue;
             }
             match self.engine.strategy.next(&self.state) {
                 Err(err) => self.record(internal_failure(err.to_string()))?,
@@ -227,16 +384,38 @@ impl<'e> Driver<'e> {
         Ok(())
     }
 
-    /// Commits queued events, then publishes them to the sinks.
-    async fn flush(&mut self) -> Result<(), EngineError> {
+    /// Commits queued events, then publishes them to the sinks. Returns `false`
+    /// when another writer got there first: the state was reloaded from the log and
+    /// the caller must abandon what it was doing.
+    async fn flush(&mut self, durability: Durability) -> Result<bool, EngineError> {
         let Some(first) = self.unflushed.first() else {
-            return Ok(());
+            return Ok(true);
         };
         let expected = first.seq - 1;
-        self.engine
+        // Announced before the append, so the lease keeper never mistakes our own
+        // commit for a write by someone else.
+        self.signal
+            .committed
+            .store(self.state.last_seq(), Ordering::Release);
+        let appended = self
+            .engine
             .store
-            .append(self.state.session_id(), expected, &self.unflushed)
-            .await?;
+            .append(
+                self.state.session_id(),
+                expected,
+                &self.unflushed,
+                durability,
+            )
+            .await;
+        match appended {
+            Ok(()) => {}
+            Err(StoreError::Conflict { .. }) => {
+                self.signal.committed.store(expected, Ordering::Release);
+                self.reload().await?;
+                return Ok(false);
+            }
+            Err(err) => return Err(err.into()),
+        }
         let events = std::mem::take(&mut self.unflushed);
         let steps = std::mem::take(&mut self.unflushed_steps);
         for (event, step) in events.iter().zip(steps) {
@@ -244,14 +423,50 @@ impl<'e> Driver<'e> {
                 sink.publish(event, step)?;
             }
         }
+        Ok(true)
+    }
+
+    /// Drops uncommitted events and folds the log again, after a write by another
+    /// process (a cancel, a conflict); the events this driver did not write are
+    /// published to its sinks. Fails if the lease was lost.
+    async fn reload(&mut self) -> Result<(), EngineError> {
+        if self.signal.lost.load(Ordering::Acquire) {
+            return Err(StoreError::LeaseLost(self.state.session_id().to_owned()).into());
+        }
+        let events = self.engine.store.load(self.state.session_id()).await?;
+        let known = usize::try_from(self.signal.committed.load(Ordering::Acquire))
+            .unwrap_or(usize::MAX)
+            .min(events.len());
+        let (seen, foreign) = events.split_at(known);
+        let mut state = SessionState::from_events(self.state.session_id(), seen)?;
+        for event in foreign {
+            state.apply(event)?;
+            for sink in &self.engine.sinks {
+                sink.publish(event, state.steps_used())?;
+            }
+        }
+        self.state = state;
+        self.signal
+            .committed
+            .store(self.state.last_seq(), Ordering::Release);
+        self.unflushed.clear();
+        self.unflushed_steps.clear();
+        self.needs_recovery = true;
         Ok(())
     }
 
-    /// Runs `future` unless the wall-time budget ends first (`None`).
-    async fn before_deadline<F: Future>(&self, future: F) -> Option<F::Output> {
-        match self.deadline {
-            None => Some(future.await),
-            Some(deadline) => tokio::time::timeout_at(deadline, future).await.ok(),
+    /// Runs `future` unless the wall-time budget ends or the log moves first.
+    async fn bounded<F: Future>(&self, future: F) -> Bounded<F::Output> {
+        let deadline = async {
+            match self.deadline {
+                Some(deadline) => tokio::time::sleep_until(deadline).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            output = future => Bounded::Done(output),
+            () = deadline => Bounded::TimedOut,
+            () = self.signal.wake.notified() => Bounded::Interrupted,
         }
     }
 
@@ -270,7 +485,9 @@ impl<'e> Driver<'e> {
         if let Some(exhausted) = self.engine.budgets.before_model_call(&self.state) {
             return self.record(exhausted_failure(exhausted));
         }
-        self.flush().await?;
+        if !self.flush(Durability::Full).await? {
+            return Ok(());
+        }
         let step = self.state.steps_used() + 1;
         self.record(EventKind::ModelRequested { step })?;
         if self.state.status() != Status::Thinking {
@@ -284,11 +501,10 @@ impl<'e> Driver<'e> {
             step,
             max_output_tokens: self.engine.max_output_tokens,
         };
-        let Some(outcome) = self
-            .before_deadline(self.engine.model.complete(&request))
-            .await
-        else {
-            return self.record(self.wall_time_failure());
+        let outcome = match self.bounded(self.engine.model.complete(&request)).await {
+            Bounded::Done(outcome) => outcome,
+            Bounded::TimedOut => return self.record(self.wall_time_failure()),
+            Bounded::Interrupted => return self.reload().await,
         };
         let kind = match outcome {
             Ok(response) => self.responded(response, step),
@@ -385,8 +601,13 @@ impl<'e> Driver<'e> {
         if self.state.status() != Status::ActionExecuting {
             return Ok(());
         }
-        if calls.iter().any(|call| !self.is_idempotent(call)) {
-            self.flush().await?;
+        let durability = if calls.iter().all(|call| self.is_idempotent(call)) {
+            Durability::Process
+        } else {
+            Durability::Full
+        };
+        if !self.flush(durability).await? {
+            return Ok(());
         }
         self.execute(calls).await
     }
@@ -433,8 +654,10 @@ impl<'e> Driver<'e> {
             calls_by_task.insert(handle.id(), call);
         }
         while !running.is_empty() {
-            let Some(joined) = self.before_deadline(running.join_next_with_id()).await else {
-                return self.record(self.wall_time_failure());
+            let joined = match self.bounded(running.join_next_with_id()).await {
+                Bounded::Done(joined) => joined,
+                Bounded::TimedOut => return self.record(self.wall_time_failure()),
+                Bounded::Interrupted => return self.reload().await,
             };
             let Some(joined) = joined else {
                 break;
@@ -474,8 +697,8 @@ impl<'e> Driver<'e> {
             if self.state.status().is_terminal() {
                 return Ok(());
             }
-            if !self.is_idempotent(&call) {
-                self.flush().await?;
+            if !self.is_idempotent(&call) && !self.flush(Durability::Full).await? {
+                return Ok(());
             }
         }
         Ok(())

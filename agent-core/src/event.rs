@@ -100,6 +100,16 @@ pub enum EventKind {
         /// The answer.
         answer: String,
     },
+    /// A stopped session was picked up again by an engine.
+    Resumed {
+        /// Why, for people (for example `resume`).
+        reason: String,
+    },
+    /// The session was cancelled; nothing runs after this.
+    Cancelled {
+        /// Who or what cancelled it.
+        reason: String,
+    },
     /// The session ended without an answer.
     Failed {
         /// Why it ended.
@@ -124,6 +134,8 @@ impl EventKind {
             Self::ActionDispatched { .. } => "action_dispatched",
             Self::ActionCompleted { .. } => "action_completed",
             Self::Finished { .. } => "finished",
+            Self::Resumed { .. } => "resumed",
+            Self::Cancelled { .. } => "cancelled",
             Self::Failed { .. } => "failed",
         }
     }

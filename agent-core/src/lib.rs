@@ -8,6 +8,7 @@
 //! [`Tool`]s, commits the resulting events, and publishes them to [`EventSink`]s.
 
 mod budget;
+mod control;
 mod engine;
 mod event;
 mod history;
@@ -23,15 +24,21 @@ mod tool;
 mod types;
 
 pub use budget::{Budgets, DEFAULT_MAX_STEPS, Exhausted};
-pub use engine::{Engine, EngineBuilder, EngineError, INTERRUPTED};
+pub use control::{ControlError, cancel_session};
+pub use engine::{
+    DEFAULT_LEASE_RENEWAL, DEFAULT_LEASE_TTL, Engine, EngineBuilder, EngineError, INTERRUPTED,
+};
 pub use event::{Event, EventKind, SCHEMA_VERSION, now_millis};
 pub use history::HistoryItem;
 pub use id::new_session_id;
 pub use model::{Model, ModelError, ModelRequest, ModelResponse};
 pub use result::{BudgetKind, ExitReason, RunResult, RunUsage, UnknownBudget};
 pub use sink::{EventSink, SinkError};
-pub use state::{PublicStatus, SessionState, StateError, Status};
-pub use store::{EventStore, MemoryStore, StoreError, check_batch};
+pub use state::{PublicStatus, SessionState, StateError, Status, UnknownStatus};
+pub use store::{
+    Durability, EventStore, MemoryStore, SessionSummary, StoreError, check_batch, started_task,
+    ttl_millis,
+};
 pub use strategy::{Decision, ExecutionStrategy, ModelCall, StrategyError};
 pub use tool::{DuplicateTool, Tool, ToolContext, ToolError, ToolOutput, Toolbox};
 pub use types::{Action, Finish, Observation, ToolCall, ToolSpec, Usage};

@@ -32,6 +32,8 @@ pub enum Status {
     Finished,
     /// Ended without an answer.
     Error,
+    /// Ended by cancellation.
+    Cancelled,
 }
 
 impl Status {
@@ -40,6 +42,7 @@ impl Status {
         match self {
             Self::Finished => PublicStatus::Finished,
             Self::Error => PublicStatus::Failed,
+            Self::Cancelled => PublicStatus::Cancelled,
             Self::New
             | Self::Idle
             | Self::Thinking
@@ -51,7 +54,7 @@ impl Status {
 
     /// Whether no event may follow.
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Finished | Self::Error)
+        matches!(self, Self::Finished | Self::Error | Self::Cancelled)
     }
 
     fn as_str(self) -> &'static str {
@@ -64,6 +67,7 @@ impl Status {
             Self::Observing => "observing",
             Self::Finished => "finished",
             Self::Error => "error",
+            Self::Cancelled => "cancelled",
         }
     }
 }
@@ -84,6 +88,55 @@ pub enum PublicStatus {
     Finished,
     /// Ended with an error exit reason.
     Failed,
+    /// Ended by cancellation.
+    Cancelled,
+}
+
+impl PublicStatus {
+    /// The snake_case name shown to users.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Finished => "finished",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// The public status a session has right after an event of `kind`.
+    pub fn after(kind: &EventKind) -> Self {
+        match kind {
+            EventKind::Finished { .. } => Self::Finished,
+            EventKind::Failed { .. } => Self::Failed,
+            EventKind::Cancelled { .. } => Self::Cancelled,
+            _ => Self::Running,
+        }
+    }
+}
+
+impl fmt::Display for PublicStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A status name that is not a public status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown status `{0}`: expected running, finished, failed or cancelled")]
+pub struct UnknownStatus(pub String);
+
+impl std::str::FromStr for PublicStatus {
+    type Err = UnknownStatus;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "running" => Ok(Self::Running),
+            "finished" => Ok(Self::Finished),
+            "failed" => Ok(Self::Failed),
+            "cancelled" => Ok(Self::Cancelled),
+            other => Err(UnknownStatus(other.to_owned())),
+        }
+    }
 }
 
 /// Why an event could not be applied. The state is unchanged when this is returned.
@@ -269,7 +322,9 @@ impl SessionState {
             EventKind::Finished { .. } => {
                 self.status == Status::Thinking && self.proposed_finish.is_some()
             }
-            EventKind::Failed { .. } => !self.status.is_terminal() && self.status != Status::New,
+            EventKind::Failed { .. } | EventKind::Cancelled { .. } | EventKind::Resumed { .. } => {
+                !self.status.is_terminal() && self.status != Status::New
+            }
         };
         if allowed { Ok(()) } else { Err(illegal()) }
     }
@@ -371,6 +426,16 @@ impl SessionState {
                     error: None,
                 });
                 self.status = Status::Finished;
+            }
+            EventKind::Resumed { .. } => {}
+            EventKind::Cancelled { reason } => {
+                self.outcome = Some(Outcome {
+                    exit_reason: ExitReason::Cancelled,
+                    answer: None,
+                    budget: None,
+                    error: Some(reason.clone()),
+                });
+                self.status = Status::Cancelled;
             }
             EventKind::Failed {
                 exit_reason,

@@ -3,10 +3,39 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::event::Event;
+use crate::event::{Event, EventKind, now_millis};
+use crate::state::PublicStatus;
+
+/// How durable a commit must be before `append` returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Survives a power loss (the commit is fsynced).
+    #[default]
+    Full,
+    /// Survives the process being killed, not necessarily a power loss; a later
+    /// `Full` commit makes it durable too. For records whose loss is harmless, such as
+    /// the dispatch of an idempotent call.
+    Process,
+}
+
+/// One line of `agent sessions`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSummary {
+    /// The session.
+    pub session_id: String,
+    /// Its public status after its last event.
+    pub status: PublicStatus,
+    /// The task text.
+    pub task: String,
+    /// Time of the first event, in Unix milliseconds.
+    pub created_at: u64,
+    /// Time of the last event, in Unix milliseconds.
+    pub updated_at: u64,
+}
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -29,6 +58,17 @@ pub enum StoreError {
     /// The events handed to `append` are not a contiguous batch of this session.
     #[error("invalid append batch: {0}")]
     InvalidBatch(String),
+    /// Another live engine drives the session.
+    #[error("session `{session_id}` is driven by another live process: {holder}")]
+    Leased {
+        /// The session.
+        session_id: String,
+        /// Who holds the lease, for people.
+        holder: String,
+    },
+    /// This engine's lease was taken over or removed.
+    #[error("the lease on session `{0}` was lost to another process")]
+    LeaseLost(String),
     /// The storage backend failed.
     #[error("event store failure: {0}")]
     Backend(String),
@@ -47,10 +87,45 @@ pub trait EventStore: Send + Sync {
         session_id: &str,
         expected_seq: u64,
         events: &[Event],
+        durability: Durability,
     ) -> Result<(), StoreError>;
 
     /// The whole log of a session, in seq order.
     async fn load(&self, session_id: &str) -> Result<Vec<Event>, StoreError>;
+
+    /// Every session, newest first.
+    async fn sessions(&self) -> Result<Vec<SessionSummary>, StoreError>;
+
+    /// Takes the lease on a session for `owner` for `ttl`, or fails with
+    /// [`StoreError::Leased`] while another live owner holds it. A lease whose holder
+    /// expired or is known to be dead is taken over at once.
+    async fn acquire_lease(
+        &self,
+        session_id: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<(), StoreError>;
+
+    /// Extends `owner`'s lease and returns the session's last seq (0 if it has no
+    /// events), so the holder notices writes by others; fails with
+    /// [`StoreError::LeaseLost`] when `owner` no longer holds it.
+    async fn renew_lease(
+        &self,
+        session_id: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<u64, StoreError>;
+
+    /// Gives up `owner`'s lease; releasing a lease one does not hold does nothing.
+    async fn release_lease(&self, session_id: &str, owner: &str) -> Result<(), StoreError>;
+}
+
+/// The task recorded by a `SessionStarted` event, if `event` is one.
+pub fn started_task(event: &Event) -> Option<&str> {
+    match &event.kind {
+        EventKind::SessionStarted { task, .. } => Some(task),
+        _ => None,
+    }
 }
 
 /// Checks that `events` is a non-empty batch of `session_id` following `expected_seq`.
@@ -84,7 +159,11 @@ pub fn check_batch(
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     logs: Mutex<HashMap<String, Vec<Event>>>,
+    leases: Mutex<HashMap<String, MemoryLease>>,
 }
+
+/// A lease in a [`MemoryStore`]: its owner and expiry in Unix milliseconds.
+type MemoryLease = (String, u64);
 
 impl MemoryStore {
     /// An empty store.
@@ -97,6 +176,14 @@ impl MemoryStore {
             .lock()
             .map_err(|_| StoreError::Backend("memory store lock poisoned".into()))
     }
+
+    fn leases(
+        &self,
+    ) -> Result<std::sync::MutexGuard<'_, HashMap<String, MemoryLease>>, StoreError> {
+        self.leases
+            .lock()
+            .map_err(|_| StoreError::Backend("memory store lock poisoned".into()))
+    }
 }
 
 #[async_trait]
@@ -106,6 +193,7 @@ impl EventStore for MemoryStore {
         session_id: &str,
         expected_seq: u64,
         events: &[Event],
+        _durability: Durability,
     ) -> Result<(), StoreError> {
         check_batch(session_id, expected_seq, events)?;
         let mut logs = self.logs()?;
@@ -129,6 +217,87 @@ impl EventStore for MemoryStore {
             .cloned()
             .ok_or_else(|| StoreError::NotFound(session_id.to_owned()))
     }
+
+    async fn sessions(&self) -> Result<Vec<SessionSummary>, StoreError> {
+        let logs = self.logs()?;
+        let mut summaries: Vec<SessionSummary> = logs
+            .iter()
+            .filter_map(|(session_id, log)| {
+                let (first, last) = (log.first()?, log.last()?);
+                Some(SessionSummary {
+                    session_id: session_id.clone(),
+                    status: PublicStatus::after(&last.kind),
+                    task: started_task(first).unwrap_or_default().to_owned(),
+                    created_at: first.at,
+                    updated_at: last.at,
+                })
+            })
+            .collect();
+        summaries.sort_by(|a, b| (b.created_at, &b.session_id).cmp(&(a.created_at, &a.session_id)));
+        Ok(summaries)
+    }
+
+    async fn acquire_lease(
+        &self,
+        session_id: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let now = now_millis();
+        let mut leases = self.leases()?;
+        if let Some((holder, expires)) = leases.get(session_id)
+            && holder != owner
+            && *expires > now
+        {
+            return Err(StoreError::Leased {
+                session_id: session_id.to_owned(),
+                holder: format!("engine `{holder}` in this process"),
+            });
+        }
+        leases.insert(
+            session_id.to_owned(),
+            (owner.to_owned(), now + ttl_millis(ttl)),
+        );
+        Ok(())
+    }
+
+    async fn renew_lease(
+        &self,
+        session_id: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<u64, StoreError> {
+        {
+            let mut leases = self.leases()?;
+            match leases.get_mut(session_id) {
+                Some((holder, expires)) if holder == owner => {
+                    *expires = now_millis() + ttl_millis(ttl);
+                }
+                _ => return Err(StoreError::LeaseLost(session_id.to_owned())),
+            }
+        }
+        Ok(self
+            .logs()?
+            .get(session_id)
+            .and_then(|log| log.last())
+            .map_or(0, |event| event.seq))
+    }
+
+    async fn release_lease(&self, session_id: &str, owner: &str) -> Result<(), StoreError> {
+        let mut leases = self.leases()?;
+        if leases
+            .get(session_id)
+            .is_some_and(|(holder, _)| holder == owner)
+        {
+            leases.remove(session_id);
+        }
+        Ok(())
+    }
+}
+
+/// A lease duration in milliseconds, saturating.
+pub fn ttl_millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -145,12 +314,17 @@ mod tests {
     #[tokio::test]
     async fn two_concurrent_appends_with_the_same_expected_seq_have_one_winner() {
         let store = Arc::new(MemoryStore::new());
-        store.append("s", 0, &[requested(1)]).await.unwrap();
+        store
+            .append("s", 0, &[requested(1)], Durability::Full)
+            .await
+            .unwrap();
         let mut handles = Vec::new();
         for _ in 0..8 {
             let store = Arc::clone(&store);
             handles.push(tokio::spawn(async move {
-                store.append("s", 1, &[requested(2), requested(3)]).await
+                store
+                    .append("s", 1, &[requested(2), requested(3)], Durability::Full)
+                    .await
             }));
         }
         let mut wins = 0;
@@ -178,16 +352,49 @@ mod tests {
     async fn a_batch_that_skips_a_seq_or_names_another_session_is_refused() {
         let store = MemoryStore::new();
         assert!(matches!(
-            store.append("s", 0, &[requested(2)]).await,
+            store
+                .append("s", 0, &[requested(2)], Durability::Full)
+                .await,
             Err(StoreError::InvalidBatch(_))
         ));
         assert!(matches!(
-            store.append("other", 0, &[requested(1)]).await,
+            store
+                .append("other", 0, &[requested(1)], Durability::Full)
+                .await,
             Err(StoreError::InvalidBatch(_))
         ));
         assert!(matches!(
             store.load("s").await,
             Err(StoreError::NotFound(_))
         ));
+    }
+}
+
+#[cfg(test)]
+mod lease_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_live_lease_refuses_others_and_an_expired_one_is_taken_over() {
+        let store = MemoryStore::new();
+        let long = Duration::from_secs(60);
+        store.acquire_lease("s", "a", long).await.unwrap();
+        store.acquire_lease("s", "a", long).await.unwrap();
+        assert!(matches!(
+            store.acquire_lease("s", "b", long).await,
+            Err(StoreError::Leased { .. })
+        ));
+        store.release_lease("s", "b").await.unwrap();
+        assert!(
+            store.acquire_lease("s", "b", long).await.is_err(),
+            "b cannot release a's lease"
+        );
+        store.acquire_lease("s", "a", Duration::ZERO).await.unwrap();
+        store.acquire_lease("s", "b", long).await.unwrap();
+        assert!(matches!(
+            store.renew_lease("s", "a", long).await,
+            Err(StoreError::LeaseLost(_))
+        ));
+        assert_eq!(store.renew_lease("s", "b", long).await.unwrap(), 0);
     }
 }

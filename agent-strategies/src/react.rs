@@ -55,7 +55,11 @@ impl ExecutionStrategy for ReAct {
                 None => Err(self.stuck("the model call has no response")),
             },
             Status::ActionPending => Ok(Decision::Dispatch(state.undispatched_calls())),
-            status @ (Status::New | Status::ActionExecuting | Status::Finished | Status::Error) => {
+            status @ (Status::New
+            | Status::ActionExecuting
+            | Status::Finished
+            | Status::Error
+            | Status::Cancelled) => {
                 Err(self.stuck(&format!("nothing to decide in status `{status}`")))
             }
         }

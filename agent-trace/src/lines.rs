@@ -67,6 +67,11 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
             lines.push(line("run_finished", fields));
             lines
         }
+        EventKind::Resumed { reason } => vec![line("run_resumed", json!({"reason": reason}))],
+        EventKind::Cancelled { reason } => vec![line(
+            "run_finished",
+            json!({"exit_reason": ExitReason::Cancelled, "steps_used": step, "reason": reason}),
+        )],
         EventKind::ModelRequested { .. } | EventKind::ActionDispatched { .. } => Vec::new(),
     }
 }

@@ -523,7 +523,10 @@ async fn resume_reruns_idempotent_calls_and_reports_others_as_interrupted() {
         .zip(1..)
         .map(|(kind, seq)| Event::new(session, seq, kind))
         .collect();
-    h.store.append(session, 0, &events).await.unwrap();
+    h.store
+        .append(session, 0, &events, agent::Durability::Full)
+        .await
+        .unwrap();
 
     let result = h.engine.resume(session).await.unwrap();
     assert_eq!(result.exit_reason, ExitReason::Finished);

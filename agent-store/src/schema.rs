@@ -1,0 +1,96 @@
+//! The SQLite schema and its versioned migrations, tracked in `PRAGMA user_version`.
+//! A database written by a newer version is refused before anything is changed.
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+
+use crate::error::OpenError;
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Migration `n` (1-based) brings a database from version `n - 1` to `n`.
+const MIGRATIONS: &[&str] = &[
+    // 1: sessions, their events (deltas only: one row per event) and leases.
+    "CREATE TABLE sessions (
+         session_id TEXT PRIMARY KEY NOT NULL,
+         task       TEXT NOT NULL,
+         status     TEXT NOT NULL,
+         last_seq   INTEGER NOT NULL,
+         created_at INTEGER NOT NULL,
+         updated_at INTEGER NOT NULL
+     ) STRICT;
+     CREATE INDEX sessions_by_creation ON sessions (created_at DESC, session_id DESC);
+     CREATE TABLE events (
+         session_id     TEXT NOT NULL,
+         seq            INTEGER NOT NULL,
+         at             INTEGER NOT NULL,
+         schema_version INTEGER NOT NULL,
+         kind           TEXT NOT NULL,
+         body           TEXT NOT NULL,
+         PRIMARY KEY (session_id, seq)
+     ) STRICT, WITHOUT ROWID;
+     CREATE TABLE leases (
+         session_id  TEXT PRIMARY KEY NOT NULL,
+         owner       TEXT NOT NULL,
+         host        TEXT NOT NULL,
+         boot_id     TEXT NOT NULL,
+         pid         INTEGER NOT NULL,
+         start_ticks INTEGER NOT NULL,
+         expires_at  INTEGER NOT NULL
+     ) STRICT;",
+];
+
+/// The version recorded in the database file.
+pub fn stored_version(conn: &Connection) -> Result<u32, rusqlite::Error> {
+    conn.pragma_query_value(None, "user_version", |row| row.get(0))
+}
+
+/// Refuses databases this build cannot use, without writing anything.
+pub fn check_compatible(conn: &Connection) -> Result<(), OpenError> {
+    let version = stored_version(conn).map_err(OpenError::unreadable)?;
+    if version > SCHEMA_VERSION {
+        return Err(OpenError::Newer {
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if version == 0 {
+        let foreign: Option<String> = conn
+            .query_row(
+                "SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 1",
+                [],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(OpenError::unreadable)?;
+        if let Some(table) = foreign {
+            return Err(OpenError::NotAStore(format!(
+                "it is an SQLite database of something else (it has a table `{table}`)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Applies every migration the database lacks, in one transaction.
+pub fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(OpenError::unreadable)?;
+    let version = stored_version(&tx).map_err(OpenError::unreadable)?;
+    if version > SCHEMA_VERSION {
+        return Err(OpenError::Newer {
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tx.execute_batch(sql).map_err(|err| OpenError::Migration {
+            version: index as u32 + 1,
+            message: err.to_string(),
+        })?;
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+        .map_err(OpenError::unreadable)?;
+    tx.commit().map_err(OpenError::unreadable)
+}

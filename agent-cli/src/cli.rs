@@ -18,6 +18,14 @@ pub struct Cli {
 pub enum Command {
     /// Run a task to its end and print the RunResult.
     Run(Box<RunArgs>),
+    /// Continue a stored session from where it stopped.
+    Resume(Box<ResumeArgs>),
+    /// List stored sessions, newest first.
+    Sessions(SessionsArgs),
+    /// Show one session: status, task and its timeline of events.
+    Show(SessionArgs),
+    /// Cancel a session that has not ended.
+    Cancel(SessionArgs),
     /// Read traces.
     Trace {
         /// What to do with a trace.
@@ -36,6 +44,14 @@ pub enum TraceCommand {
     },
 }
 
+/// Where sessions are stored.
+#[derive(Debug, Args, Clone)]
+pub struct StoreArgs {
+    /// The session store: sqlite://PATH.
+    #[arg(long, value_name = "URL", env = "AGENT_STORE", default_value = agent::store::DEFAULT_STORE_URL)]
+    pub store: String,
+}
+
 /// `agent run TASK [flags]`
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -46,8 +62,45 @@ pub struct RunArgs {
     pub flags: RunFlags,
 }
 
+/// `agent resume ID [flags]`
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The session to continue.
+    pub session_id: String,
+    /// Flags that override what the session recorded at start.
+    #[command(flatten)]
+    pub flags: RunFlags,
+}
+
+/// `agent sessions [--status S]`
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    /// Only sessions in this status: running, finished, failed or cancelled.
+    #[arg(long, value_name = "S")]
+    pub status: Option<String>,
+    /// Print a JSON array.
+    #[arg(long)]
+    pub json: bool,
+    /// Where sessions are stored.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// A command about one session.
+#[derive(Debug, Args)]
+pub struct SessionArgs {
+    /// The session id.
+    pub session_id: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Where sessions are stored.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
 /// Flags that configure how a session runs.
-#[derive(Debug, Args, Default)]
+#[derive(Debug, Args)]
 pub struct RunFlags {
     /// The model: `scripted:FILE` (a JSON array of responses).
     #[arg(long, value_name = "SPEC")]
@@ -85,6 +138,9 @@ pub struct RunFlags {
     /// Print exactly one JSON RunResult on stdout and nothing else.
     #[arg(long)]
     pub json: bool,
+    /// Where sessions are stored.
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {

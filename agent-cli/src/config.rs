@@ -9,7 +9,7 @@ use agent::providers::ScriptedModel;
 use agent::strategies::ReAct;
 use agent::tools::{BUILTIN_TOOLS, ToolRegistry, builtin_tool};
 use agent::trace::{ContentMode, JsonlTrace};
-use agent::{Budgets, DEFAULT_MAX_STEPS, Engine, EventSink, Model};
+use agent::{Budgets, DEFAULT_MAX_STEPS, Engine, EventSink, EventStore, Model};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::RunFlags;
@@ -46,42 +46,77 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
-    /// The configuration `flags` describe, checked: the model spec parses, every
-    /// tool exists, the workspace is a directory.
-    pub fn from_flags(flags: &RunFlags) -> Result<Self, CliError> {
-        let model = flags.model.as_deref().ok_or_else(|| {
-            CliError::Usage("--model is required, for example --model scripted:script.json".into())
-        })?;
-        let tools = flags.tools.clone().unwrap_or_default();
-        let tools: Vec<String> = tools
-            .into_iter()
-            .map(|name| name.trim().to_owned())
-            .filter(|name| !name.is_empty())
-            .collect();
-        let workspace = match &flags.workspace {
-            Some(dir) => dir.clone(),
-            None => std::env::current_dir().map_err(|err| {
-                CliError::Usage(format!("cannot read the current directory: {err}"))
-            })?,
+    /// The configuration `flags` describe on top of `recorded` (what a session
+    /// recorded at start, for a resume), checked: the model spec parses, every tool
+    /// exists, the workspace is a directory.
+    pub fn from_flags(flags: &RunFlags, recorded: Option<&RunConfig>) -> Result<Self, CliError> {
+        let model = match (&flags.model, recorded) {
+            (Some(spec), _) => normalise_model_spec(spec)?,
+            (None, Some(recorded)) => recorded.model.clone(),
+            (None, None) => {
+                return Err(CliError::Usage(
+                    "--model is required, for example --model scripted:script.json".into(),
+                ));
+            }
         };
+        let tools = match (&flags.tools, recorded) {
+            (Some(tools), _) => tools
+                .iter()
+                .map(|name| name.trim().to_owned())
+                .filter(|name| !name.is_empty())
+                .collect(),
+            (None, Some(recorded)) => recorded.tools.clone(),
+            (None, None) => Vec::new(),
+        };
+        let workspace = match (&flags.workspace, recorded) {
+            (Some(dir), _) => absolute_dir(dir)?,
+            (None, Some(recorded)) => absolute_dir(&recorded.workspace)?,
+            (None, None) => absolute_dir(&std::env::current_dir().map_err(|err| {
+                CliError::Usage(format!("cannot read the current directory: {err}"))
+            })?)?,
+        };
+        let trace = match (&flags.trace, recorded) {
+            (Some(path), _) => Some(absolute_file(path)?),
+            (None, Some(recorded)) => recorded.trace.clone(),
+            (None, None) => None,
+        };
+        let base = recorded.cloned().unwrap_or_else(|| Self {
+            model: String::new(),
+            tools: Vec::new(),
+            workspace: PathBuf::new(),
+            max_steps: DEFAULT_MAX_STEPS,
+            max_tokens: None,
+            max_model_calls: None,
+            max_tool_calls: None,
+            max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
+            timeout_secs: None,
+            trace: None,
+            trace_content: "summary".into(),
+        });
         let config = Self {
-            model: normalise_model_spec(model)?,
+            model,
             tools,
-            workspace: absolute_dir(&workspace)?,
-            max_steps: flags.max_steps.unwrap_or(DEFAULT_MAX_STEPS),
-            max_tokens: flags.max_tokens,
-            max_model_calls: flags.max_model_calls,
-            max_tool_calls: flags.max_tool_calls,
-            max_output_tokens: flags.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
-            timeout_secs: flags.timeout,
-            trace: flags.trace.as_deref().map(absolute_file).transpose()?,
-            trace_content: flags
-                .trace_content
-                .clone()
-                .unwrap_or_else(|| "summary".into()),
+            workspace,
+            max_steps: flags.max_steps.unwrap_or(base.max_steps),
+            max_tokens: flags.max_tokens.or(base.max_tokens),
+            max_model_calls: flags.max_model_calls.or(base.max_model_calls),
+            max_tool_calls: flags.max_tool_calls.or(base.max_tool_calls),
+            max_output_tokens: flags.max_output_tokens.unwrap_or(base.max_output_tokens),
+            timeout_secs: flags.timeout.or(base.timeout_secs),
+            trace,
+            trace_content: flags.trace_content.clone().unwrap_or(base.trace_content),
         };
         config.tool_registry()?;
         Ok(config)
+    }
+
+    /// The configuration a session recorded in its first event.
+    pub fn recorded(config: &serde_json::Value) -> Result<Self, CliError> {
+        serde_json::from_value(config.clone()).map_err(|err| {
+            CliError::Usage(format!(
+                "the session's recorded configuration cannot be used by this build: {err}"
+            ))
+        })
     }
 
     fn budgets(&self) -> Budgets {
@@ -124,8 +159,13 @@ impl RunConfig {
 
     /// The engine this configuration describes, with `console` (if any) and the
     /// trace file as sinks.
-    pub fn engine(&self, console: Option<Arc<dyn EventSink>>) -> Result<Engine, CliError> {
+    pub fn engine(
+        &self,
+        store: Arc<dyn EventStore>,
+        console: Option<Arc<dyn EventSink>>,
+    ) -> Result<Engine, CliError> {
         let mut builder = Engine::builder(self.model()?, Arc::new(ReAct::new()))
+            .store(store)
             .tools(self.tool_registry()?.into_toolbox())
             .budgets(self.budgets())
             .workspace(self.workspace.clone())

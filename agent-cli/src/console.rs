@@ -1,9 +1,11 @@
 //! The readable account of a run printed without `--json`: each action and
 //! observation as it is committed, then the outcome.
 
-use std::io::{self, Write};
+use std::io;
 
 use agent::{Action, Event, EventKind, EventSink, ExitReason, RunResult, SinkError};
+
+use crate::output::print_line;
 
 /// Prints committed events for a person, on stdout.
 #[derive(Debug, Default)]
@@ -28,6 +30,8 @@ impl EventSink for Console {
             EventKind::ModelOutputRejected { error, .. } => {
                 format!("step {step:<3} !! invalid model output: {error}")
             }
+            EventKind::Resumed { .. } => format!("resumed session {}", event.session_id),
+            EventKind::Cancelled { reason } => format!("cancelled: {reason}"),
             EventKind::ActionCompleted { observation } => {
                 let marker = if observation.is_error { "error:" } else { "<-" };
                 format!(
@@ -67,13 +71,4 @@ pub fn print_outcome(result: &RunResult) -> io::Result<()> {
         text.push_str(&format!("\nsession: {}", result.session_id));
     }
     print_line(&text)
-}
-
-/// Writes one line to stdout; a closed pipe is not an error.
-fn print_line(text: &str) -> io::Result<()> {
-    let mut out = io::stdout().lock();
-    match writeln!(out, "{text}").and_then(|()| out.flush()) {
-        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        other => other,
-    }
 }

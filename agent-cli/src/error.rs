@@ -9,6 +9,9 @@ pub enum CliError {
     /// A failure of the runtime itself (exit 1).
     #[error("internal error: {0}")]
     Internal(String),
+    /// The session is driven by another live process (exit 8).
+    #[error("{0}")]
+    Busy(String),
 }
 
 impl CliError {
@@ -17,6 +20,41 @@ impl CliError {
         match self {
             Self::Usage(_) => 2,
             Self::Internal(_) => 1,
+            Self::Busy(_) => 8,
+        }
+    }
+}
+
+impl From<agent::StoreError> for CliError {
+    fn from(err: agent::StoreError) -> Self {
+        use agent::StoreError;
+        match err {
+            StoreError::NotFound(id) => Self::Usage(format!(
+                "unknown session id `{id}`; `agent sessions` lists the stored sessions"
+            )),
+            StoreError::Leased { .. } | StoreError::LeaseLost(_) => {
+                Self::Busy(format!("{err}; wait for it to end, or `agent cancel` it"))
+            }
+            other => Self::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<agent::EngineError> for CliError {
+    fn from(err: agent::EngineError) -> Self {
+        match err {
+            agent::EngineError::Store(store) => store.into(),
+            other => Self::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<agent::ControlError> for CliError {
+    fn from(err: agent::ControlError) -> Self {
+        match err {
+            agent::ControlError::Store(store) => store.into(),
+            ended @ agent::ControlError::Ended { .. } => Self::Usage(ended.to_string()),
+            other => Self::Internal(other.to_string()),
         }
     }
 }

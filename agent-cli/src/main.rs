@@ -6,6 +6,8 @@ mod commands;
 mod config;
 mod console;
 mod error;
+mod output;
+mod store;
 
 use std::process::ExitCode;
 
@@ -37,6 +39,10 @@ fn main() -> ExitCode {
 async fn execute(cli: Cli) -> Result<u8, CliError> {
     match cli.command {
         Command::Run(args) => commands::run::run(*args).await,
+        Command::Resume(args) => commands::resume::resume(*args).await,
+        Command::Sessions(args) => commands::sessions::sessions(args).await,
+        Command::Show(args) => commands::show::show(args).await,
+        Command::Cancel(args) => commands::cancel::cancel(args).await,
         Command::Trace {
             command: TraceCommand::Show { file },
         } => commands::trace::show(&file),

@@ -8,6 +8,7 @@
 //! |---|---|
 //! | `react` (default) | [`strategies::ReAct`] |
 //! | `scripted` (default) | [`providers::ScriptedModel`] |
+//! | `sqlite` (default) | [`store::SqliteStore`], the durable embedded store |
 //! | `full` | everything |
 //!
 //! ```
@@ -37,6 +38,12 @@ pub mod tools {
     pub use agent_tools::*;
 }
 
+/// Durable event stores.
+#[cfg(feature = "sqlite")]
+pub mod store {
+    pub use agent_store::*;
+}
+
 /// Model adapters.
 pub mod providers {
     pub use agent_providers::*;
@@ -61,6 +68,8 @@ pub mod prelude {
     };
     #[cfg(feature = "scripted")]
     pub use agent_providers::ScriptedModel;
+    #[cfg(feature = "sqlite")]
+    pub use agent_store::SqliteStore;
     #[cfg(feature = "react")]
     pub use agent_strategies::ReAct;
     pub use agent_tools::{Calculator, ToolRegistry};

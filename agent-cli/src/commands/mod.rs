@@ -1,4 +1,8 @@
 //! One module per `agent` command.
 
+pub mod cancel;
+pub mod resume;
 pub mod run;
+pub mod sessions;
+pub mod show;
 pub mod trace;

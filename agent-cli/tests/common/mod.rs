@@ -97,3 +97,50 @@ pub fn calculator_script() -> Value {
         {"type": "finish", "answer": "12 times 7 is 84, which is above 80."}
     ])
 }
+
+/// Polls the default store of `dir` until `done` holds for the first session's log.
+pub async fn wait_for_log(
+    dir: &Path,
+    what: &str,
+    done: impl Fn(&[agent::Event]) -> bool,
+) -> (String, Vec<agent::Event>) {
+    use agent::EventStore;
+    let db = dir.join(".agent/agent.db");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Ok(store) = agent::store::SqliteStore::open_existing(&db)
+            && let Ok(sessions) = store.sessions().await
+            && let Some(first) = sessions.first()
+            && let Ok(events) = store.load(&first.session_id).await
+            && done(&events)
+        {
+            return (first.session_id.clone(), events);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// The stored log of a session in the default store of `dir`.
+pub async fn load_log(dir: &Path, session_id: &str) -> Vec<agent::Event> {
+    use agent::EventStore;
+    let store = agent::store::SqliteStore::open_existing(dir.join(".agent/agent.db")).unwrap();
+    store.load(session_id).await.unwrap()
+}
+
+/// Whether the last event is the dispatch of a call to `tool`.
+pub fn last_is_dispatch_of(events: &[agent::Event], tool: &str) -> bool {
+    matches!(
+        events.last().map(|e| &e.kind),
+        Some(agent::EventKind::ActionDispatched { call }) if call.tool_name == tool
+    )
+}
+
+/// Kills `child` with SIGKILL and reaps it.
+pub fn kill_hard(child: &mut std::process::Child) {
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -1,0 +1,32 @@
+//! `agent resume ID`: continue a stored session with the configuration it recorded
+//! at start (flags given here override it). An ended session prints its result again.
+
+use agent::{EventKind, SessionState};
+
+use crate::cli::ResumeArgs;
+use crate::commands::run::{console, report};
+use crate::config::RunConfig;
+use crate::error::CliError;
+use crate::store;
+
+/// Resumes the session; returns the exit code of its RunResult.
+pub async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
+    let store = store::open_for(&args.flags.store.store, &args.session_id)?;
+    let events = store.load(&args.session_id).await?;
+    let state = SessionState::from_events(&args.session_id, &events)
+        .map_err(|err| CliError::Internal(format!("the session log is inconsistent: {err}")))?;
+    if let Some(result) = state.run_result() {
+        return report(&result, args.flags.json);
+    }
+    let Some(EventKind::SessionStarted { config, .. }) = events.first().map(|e| &e.kind) else {
+        return Err(CliError::Internal(format!(
+            "session `{}` does not start with its configuration",
+            args.session_id
+        )));
+    };
+    let recorded = RunConfig::recorded(config)?;
+    let config = RunConfig::from_flags(&args.flags, Some(&recorded))?;
+    let engine = config.engine(store, console(args.flags.json))?;
+    let result = engine.resume(&args.session_id).await?;
+    report(&result, args.flags.json)
+}

@@ -26,6 +26,8 @@ pub enum Command {
     Show(SessionArgs),
     /// Cancel a session that has not ended.
     Cancel(SessionArgs),
+    /// Copy a session's log up to a seq into a new session.
+    Fork(ForkArgs),
     /// Read traces.
     Trace {
         /// What to do with a trace.
@@ -99,10 +101,26 @@ pub struct SessionArgs {
     pub store: StoreArgs,
 }
 
+/// `agent fork ID --at SEQ`
+#[derive(Debug, Args)]
+pub struct ForkArgs {
+    /// The session to copy.
+    pub session_id: String,
+    /// The last seq to copy (moved back to the start of its step if it falls inside one).
+    #[arg(long, value_name = "SEQ")]
+    pub at: u64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Where sessions are stored.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
 /// Flags that configure how a session runs.
 #[derive(Debug, Args)]
 pub struct RunFlags {
-    /// The model: `scripted:FILE` (a JSON array of responses).
+    /// The model: `scripted:FILE` (a JSON array of responses) or `replay:SESSION_ID`.
     #[arg(long, value_name = "SPEC")]
     pub model: Option<String>,
     /// Built-in tools the model may call, comma-separated (default: none).

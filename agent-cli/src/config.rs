@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent::providers::ScriptedModel;
+use agent::providers::{ReplayModel, ScriptedModel};
 use agent::strategies::ReAct;
 use agent::tools::{BUILTIN_TOOLS, ToolRegistry, builtin_tool};
 use agent::trace::{ContentMode, JsonlTrace};
@@ -148,23 +148,33 @@ impl RunConfig {
         Ok(registry)
     }
 
-    fn model(&self) -> Result<Arc<dyn Model>, CliError> {
+    async fn model(&self, store: &dyn EventStore) -> Result<Arc<dyn Model>, CliError> {
         match self.model.split_once(':') {
             Some(("scripted", path)) => ScriptedModel::from_file(path)
                 .map(|model| Arc::new(model) as Arc<dyn Model>)
                 .map_err(|err| CliError::Usage(format!("--model: {err}"))),
+            Some(("replay", session_id)) => {
+                let events = store.load(session_id).await.map_err(|err| match err {
+                    agent::StoreError::NotFound(_) => CliError::Usage(format!(
+                        "--model replay:{session_id}: no session with that id in this store"
+                    )),
+                    other => CliError::from(other),
+                })?;
+                Ok(Arc::new(ReplayModel::from_events(session_id, &events)))
+            }
             _ => Err(unknown_model(&self.model)),
         }
     }
 
     /// The engine this configuration describes, with `console` (if any) and the
     /// trace file as sinks.
-    pub fn engine(
+    pub async fn engine(
         &self,
         store: Arc<dyn EventStore>,
         console: Option<Arc<dyn EventSink>>,
     ) -> Result<Engine, CliError> {
-        let mut builder = Engine::builder(self.model()?, Arc::new(ReAct::new()))
+        let model = self.model(store.as_ref()).await?;
+        let mut builder = Engine::builder(model, Arc::new(ReAct::new()))
             .store(store)
             .tools(self.tool_registry()?.into_toolbox())
             .budgets(self.budgets())
@@ -192,7 +202,7 @@ impl RunConfig {
 
 fn unknown_model(spec: &str) -> CliError {
     CliError::Usage(format!(
-        "--model `{spec}` is not a model this build knows; use scripted:FILE"
+        "--model `{spec}` is not a model this build knows; use scripted:FILE or replay:SESSION_ID"
     ))
 }
 
@@ -205,6 +215,7 @@ fn normalise_model_spec(spec: &str) -> Result<String, CliError> {
             })?;
             Ok(format!("scripted:{}", path.display()))
         }
+        Some(("replay", session_id)) if !session_id.is_empty() => Ok(spec.to_owned()),
         _ => Err(unknown_model(spec)),
     }
 }

@@ -53,7 +53,10 @@ impl From<agent::ControlError> for CliError {
     fn from(err: agent::ControlError) -> Self {
         match err {
             agent::ControlError::Store(store) => store.into(),
-            ended @ agent::ControlError::Ended { .. } => Self::Usage(ended.to_string()),
+            usage
+            @ (agent::ControlError::Ended { .. } | agent::ControlError::OutOfRange { .. }) => {
+                Self::Usage(usage.to_string())
+            }
             other => Self::Internal(other.to_string()),
         }
     }

@@ -43,6 +43,7 @@ async fn execute(cli: Cli) -> Result<u8, CliError> {
         Command::Sessions(args) => commands::sessions::sessions(args).await,
         Command::Show(args) => commands::show::show(args).await,
         Command::Cancel(args) => commands::cancel::cancel(args).await,
+        Command::Fork(args) => commands::fork::fork(args).await,
         Command::Trace {
             command: TraceCommand::Show { file },
         } => commands::trace::show(&file),

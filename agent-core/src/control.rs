@@ -3,6 +3,7 @@
 //! driving engine notices the write and stops.
 
 use crate::event::{Event, EventKind};
+use crate::id::new_session_id;
 use crate::state::{SessionState, StateError, Status};
 use crate::store::{Durability, EventStore, StoreError};
 
@@ -18,6 +19,16 @@ pub enum ControlError {
     /// The stored log cannot be folded.
     #[error("the session log is inconsistent: {0}")]
     State(#[from] StateError),
+    /// A fork point outside the log.
+    #[error("seq {at} is not in session `{session_id}`, whose events are 1 to {last}")]
+    OutOfRange {
+        /// The session.
+        session_id: String,
+        /// The requested seq.
+        at: u64,
+        /// Its last seq.
+        last: u64,
+    },
     /// The session has already ended.
     #[error("session `{session_id}` has already ended ({status}); there is nothing to {action}")]
     Ended {
@@ -28,6 +39,69 @@ pub enum ControlError {
         /// What was asked.
         action: &'static str,
     },
+}
+
+/// Where a fork ended up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fork {
+    /// The new session.
+    pub session_id: String,
+    /// The session it copies.
+    pub parent: String,
+    /// The last seq copied: the requested one, or the start of the step it fell in.
+    pub at: u64,
+}
+
+/// Creates a new session whose log is a copy of `session_id`'s up to `at`, followed
+/// by a `Forked` event naming the parent. An `at` inside a step (an action without
+/// its result, a finish not yet accepted, an ending) moves back to where that step
+/// began. The parent is not touched.
+pub async fn fork_session(
+    store: &dyn EventStore,
+    session_id: &str,
+    at: u64,
+) -> Result<Fork, ControlError> {
+    let events = store.load(session_id).await?;
+    let last = events.last().map_or(0, |event| event.seq);
+    if at == 0 || at > last {
+        return Err(ControlError::OutOfRange {
+            session_id: session_id.to_owned(),
+            at,
+            last,
+        });
+    }
+    let mut state = SessionState::new(session_id);
+    let mut cut = 0;
+    for event in events.iter().take_while(|event| event.seq <= at) {
+        state.apply(event)?;
+        if state.status().is_step_boundary() {
+            cut = event.seq;
+        }
+    }
+    let fork_id = new_session_id();
+    let mut copy: Vec<Event> = events
+        .into_iter()
+        .take_while(|event| event.seq <= cut)
+        .map(|event| Event {
+            session_id: fork_id.clone(),
+            ..event
+        })
+        .collect();
+    copy.push(Event::new(
+        &fork_id,
+        cut + 1,
+        EventKind::Forked {
+            parent: session_id.to_owned(),
+            at: cut,
+        },
+    ));
+    SessionState::from_events(&fork_id, &copy)?;
+    store.append(&fork_id, 0, &copy, Durability::Full).await?;
+    Ok(Fork {
+        session_id: fork_id,
+        parent: session_id.to_owned(),
+        at: cut,
+    })
 }
 
 /// Cancels a session that has not ended, also one whose process died. Returns
@@ -74,6 +148,59 @@ mod tests {
     use super::*;
     use crate::state::PublicStatus;
     use crate::store::MemoryStore;
+
+    fn log(kinds: Vec<EventKind>) -> Vec<Event> {
+        kinds
+            .into_iter()
+            .zip(1..)
+            .map(|(kind, seq)| Event::new("p", seq, kind))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_fork_inside_a_step_moves_back_to_its_start_and_leaves_the_parent_alone() {
+        use crate::types::{Action, Observation, ToolCall, Usage};
+        let call = ToolCall {
+            id: "c1".into(),
+            tool_name: "calculator".into(),
+            arguments: json!({}),
+        };
+        let events = log(vec![
+            EventKind::SessionStarted {
+                task: "t".into(),
+                strategy: "react".into(),
+                config: json!({}),
+            },
+            EventKind::ModelRequested { step: 1 },
+            EventKind::ModelResponded {
+                actions: vec![Action::ToolCall(call.clone())],
+                usage: Usage::default(),
+                text: None,
+            },
+            EventKind::ActionDispatched { call: call.clone() },
+            EventKind::ActionCompleted {
+                observation: Observation::success(&call, "1"),
+            },
+            EventKind::ModelRequested { step: 2 },
+        ]);
+        let store = MemoryStore::new();
+        store
+            .append("p", 0, &events, Durability::Full)
+            .await
+            .unwrap();
+        let fork = fork_session(&store, "p", 4).await.unwrap();
+        assert_eq!(fork.at, 1, "inside the first step: back to its start");
+        let copy = store.load(&fork.session_id).await.unwrap();
+        assert_eq!(copy.len(), 2);
+        assert!(matches!(&copy[1].kind, EventKind::Forked { parent, at: 1 } if parent == "p"));
+        let fork = fork_session(&store, "p", 5).await.unwrap();
+        assert_eq!(fork.at, 5, "a step boundary stays");
+        assert_eq!(store.load("p").await.unwrap(), events);
+        assert!(matches!(
+            fork_session(&store, "p", 7).await,
+            Err(ControlError::OutOfRange { last: 6, .. })
+        ));
+    }
 
     #[tokio::test]
     async fn cancels_a_running_session_once() {

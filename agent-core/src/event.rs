@@ -105,6 +105,14 @@ pub enum EventKind {
         /// Why, for people (for example `resume`).
         reason: String,
     },
+    /// This session was forked from another: the events before this one are a copy
+    /// of the parent's log up to `at`.
+    Forked {
+        /// The session it was copied from.
+        parent: String,
+        /// The last seq copied.
+        at: u64,
+    },
     /// The session was cancelled; nothing runs after this.
     Cancelled {
         /// Who or what cancelled it.
@@ -135,6 +143,7 @@ impl EventKind {
             Self::ActionCompleted { .. } => "action_completed",
             Self::Finished { .. } => "finished",
             Self::Resumed { .. } => "resumed",
+            Self::Forked { .. } => "forked",
             Self::Cancelled { .. } => "cancelled",
             Self::Failed { .. } => "failed",
         }

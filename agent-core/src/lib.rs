@@ -16,6 +16,7 @@ mod id;
 mod model;
 mod result;
 mod sink;
+mod snapshot;
 mod state;
 mod store;
 mod strategy;
@@ -24,7 +25,7 @@ mod tool;
 mod types;
 
 pub use budget::{Budgets, DEFAULT_MAX_STEPS, Exhausted};
-pub use control::{ControlError, cancel_session};
+pub use control::{ControlError, Fork, cancel_session, fork_session};
 pub use engine::{
     DEFAULT_LEASE_RENEWAL, DEFAULT_LEASE_TTL, Engine, EngineBuilder, EngineError, INTERRUPTED,
 };
@@ -34,6 +35,7 @@ pub use id::new_session_id;
 pub use model::{Model, ModelError, ModelRequest, ModelResponse};
 pub use result::{BudgetKind, ExitReason, RunResult, RunUsage, UnknownBudget};
 pub use sink::{EventSink, SinkError};
+pub use snapshot::{DEFAULT_SNAPSHOT_EVERY, load_state, snapshot_of};
 pub use state::{PublicStatus, SessionState, StateError, Status, UnknownStatus};
 pub use store::{
     Durability, EventStore, MemoryStore, SessionSummary, StoreError, check_batch, started_task,

@@ -52,6 +52,11 @@ impl Status {
         }
     }
 
+    /// Whether the session is between steps (nothing half done), where a fork may end.
+    pub fn is_step_boundary(self) -> bool {
+        matches!(self, Self::Idle | Self::Observing)
+    }
+
     /// Whether no event may follow.
     pub fn is_terminal(self) -> bool {
         matches!(self, Self::Finished | Self::Error | Self::Cancelled)
@@ -177,7 +182,7 @@ pub enum StateError {
 }
 
 /// One call of the current tool turn.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct TurnCall {
     call: ToolCall,
     dispatched: bool,
@@ -185,7 +190,7 @@ struct TurnCall {
 }
 
 /// How a session ended.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Outcome {
     exit_reason: ExitReason,
     answer: Option<String>,
@@ -193,8 +198,9 @@ struct Outcome {
     error: Option<String>,
 }
 
-/// The state of one session: a pure fold of its events.
-#[derive(Debug, Clone, PartialEq)]
+/// The state of one session: a pure fold of its events. It serialises to JSON so
+/// that a snapshot can stand in for the events it folds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionState {
     session_id: String,
     task: String,
@@ -322,9 +328,10 @@ impl SessionState {
             EventKind::Finished { .. } => {
                 self.status == Status::Thinking && self.proposed_finish.is_some()
             }
-            EventKind::Failed { .. } | EventKind::Cancelled { .. } | EventKind::Resumed { .. } => {
-                !self.status.is_terminal() && self.status != Status::New
-            }
+            EventKind::Failed { .. }
+            | EventKind::Cancelled { .. }
+            | EventKind::Resumed { .. }
+            | EventKind::Forked { .. } => !self.status.is_terminal() && self.status != Status::New,
         };
         if allowed { Ok(()) } else { Err(illegal()) }
     }
@@ -427,7 +434,7 @@ impl SessionState {
                 });
                 self.status = Status::Finished;
             }
-            EventKind::Resumed { .. } => {}
+            EventKind::Resumed { .. } | EventKind::Forked { .. } => {}
             EventKind::Cancelled { reason } => {
                 self.outcome = Some(Outcome {
                     exit_reason: ExitReason::Cancelled,

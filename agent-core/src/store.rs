@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use serde_json::Value;
 
 use crate::event::{Event, EventKind, now_millis};
 use crate::state::PublicStatus;
@@ -118,6 +119,31 @@ pub trait EventStore: Send + Sync {
 
     /// Gives up `owner`'s lease; releasing a lease one does not hold does nothing.
     async fn release_lease(&self, session_id: &str, owner: &str) -> Result<(), StoreError>;
+
+    /// The events after seq `after`, in order (all of them for 0).
+    async fn load_after(&self, session_id: &str, after: u64) -> Result<Vec<Event>, StoreError> {
+        let mut events = self.load(session_id).await?;
+        events.retain(|event| event.seq > after);
+        Ok(events)
+    }
+
+    /// Keeps `snapshot`, the folded state at `seq`, replacing older snapshots. A
+    /// snapshot is a cache: a store may drop it, and losing it changes no result.
+    async fn save_snapshot(
+        &self,
+        session_id: &str,
+        seq: u64,
+        snapshot: &Value,
+    ) -> Result<(), StoreError> {
+        let _ = (session_id, seq, snapshot);
+        Ok(())
+    }
+
+    /// The newest snapshot of a session and the seq it folds, if any.
+    async fn load_snapshot(&self, session_id: &str) -> Result<Option<(u64, Value)>, StoreError> {
+        let _ = session_id;
+        Ok(None)
+    }
 }
 
 /// The task recorded by a `SessionStarted` event, if `event` is one.
@@ -160,7 +186,11 @@ pub fn check_batch(
 pub struct MemoryStore {
     logs: Mutex<HashMap<String, Vec<Event>>>,
     leases: Mutex<HashMap<String, MemoryLease>>,
+    snapshots: Mutex<HashMap<String, MemorySnapshot>>,
 }
+
+/// A snapshot in a [`MemoryStore`]: the seq it folds and its JSON.
+type MemorySnapshot = (u64, Value);
 
 /// A lease in a [`MemoryStore`]: its owner and expiry in Unix milliseconds.
 type MemoryLease = (String, u64);
@@ -175,6 +205,20 @@ impl MemoryStore {
         self.logs
             .lock()
             .map_err(|_| StoreError::Backend("memory store lock poisoned".into()))
+    }
+
+    fn snapshots(
+        &self,
+    ) -> Result<std::sync::MutexGuard<'_, HashMap<String, MemorySnapshot>>, StoreError> {
+        self.snapshots
+            .lock()
+            .map_err(|_| StoreError::Backend("memory store lock poisoned".into()))
+    }
+
+    /// Drops every snapshot (they are a cache; no result changes).
+    pub fn clear_snapshots(&self) -> Result<(), StoreError> {
+        self.snapshots()?.clear();
+        Ok(())
     }
 
     fn leases(
@@ -292,6 +336,30 @@ impl EventStore for MemoryStore {
             leases.remove(session_id);
         }
         Ok(())
+    }
+
+    async fn load_after(&self, session_id: &str, after: u64) -> Result<Vec<Event>, StoreError> {
+        let logs = self.logs()?;
+        let log = logs
+            .get(session_id)
+            .ok_or_else(|| StoreError::NotFound(session_id.to_owned()))?;
+        let start = usize::try_from(after).unwrap_or(usize::MAX).min(log.len());
+        Ok(log[start..].to_vec())
+    }
+
+    async fn save_snapshot(
+        &self,
+        session_id: &str,
+        seq: u64,
+        snapshot: &Value,
+    ) -> Result<(), StoreError> {
+        self.snapshots()?
+            .insert(session_id.to_owned(), (seq, snapshot.clone()));
+        Ok(())
+    }
+
+    async fn load_snapshot(&self, session_id: &str) -> Result<Option<(u64, Value)>, StoreError> {
+        Ok(self.snapshots()?.get(session_id).cloned())
     }
 }
 

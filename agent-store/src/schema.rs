@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use crate::error::OpenError;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Migration `n` (1-based) brings a database from version `n - 1` to `n`.
 const MIGRATIONS: &[&str] = &[
@@ -37,6 +37,12 @@ const MIGRATIONS: &[&str] = &[
          pid         INTEGER NOT NULL,
          start_ticks INTEGER NOT NULL,
          expires_at  INTEGER NOT NULL
+     ) STRICT;",
+    // 2: snapshots of folded state, a cache (one per session, the newest).
+    "CREATE TABLE snapshots (
+         session_id TEXT PRIMARY KEY NOT NULL,
+         seq        INTEGER NOT NULL,
+         body       TEXT NOT NULL
      ) STRICT;",
 ];
 
@@ -93,4 +99,39 @@ pub fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(OpenError::unreadable)?;
     tx.commit().map_err(OpenError::unreadable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_1_store_is_migrated_in_place_keeping_its_rows() {
+        let path = std::env::temp_dir().join(format!("schema-migrate-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let mut conn = Connection::open(&path).unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        conn.execute(
+            "INSERT INTO sessions VALUES ('s', 'task', 'running', 1, 0, 0)",
+            [],
+        )
+        .unwrap();
+        check_compatible(&conn).unwrap();
+        migrate(&mut conn).unwrap();
+        assert_eq!(stored_version(&conn).unwrap(), SCHEMA_VERSION);
+        let kept: String = conn
+            .query_row(
+                "SELECT task FROM sessions WHERE session_id = 's'",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(kept, "task");
+        conn.execute("INSERT INTO snapshots VALUES ('s', 1, '{}')", [])
+            .unwrap();
+        migrate(&mut conn).unwrap();
+        drop(conn);
+        let _ = std::fs::remove_file(&path);
+    }
 }

@@ -18,6 +18,7 @@ use agent_core::{
 };
 use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::error::OpenError;
@@ -138,6 +139,26 @@ impl SqliteStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Deletes every snapshot; they are a cache, so no result changes.
+    pub async fn delete_snapshots(&self) -> Result<(), StoreError> {
+        self.write(|conn| {
+            conn.execute("DELETE FROM snapshots", [])
+                .map(|_| ())
+                .map_err(sql_error)
+        })
+        .await
+    }
+
+    /// Moves everything in the write-ahead log into the database file and truncates
+    /// the log, leaving the files as a closed store would.
+    pub async fn checkpoint(&self) -> Result<(), StoreError> {
+        self.write(|conn| {
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+                .map_err(sql_error)
+        })
+        .await
     }
 
     /// What this store has committed so far.
@@ -336,14 +357,14 @@ fn append_one(
     Ok(Ok(()))
 }
 
-fn load_events(conn: &Connection, session_id: &str) -> Result<Vec<Event>, StoreError> {
+fn load_events(conn: &Connection, session_id: &str, after: u64) -> Result<Vec<Event>, StoreError> {
     let mut statement = conn
         .prepare_cached(
-            "SELECT seq, at, schema_version, body FROM events WHERE session_id = ?1 ORDER BY seq",
+            "SELECT seq, at, schema_version, body FROM events WHERE session_id = ?1 AND seq > ?2 ORDER BY seq",
         )
         .map_err(sql_error)?;
     let rows = statement
-        .query_map([session_id], |row| {
+        .query_map(params![session_id, after], |row| {
             Ok((
                 row.get::<_, u64>(0)?,
                 row.get::<_, u64>(1)?,
@@ -373,10 +394,16 @@ fn load_events(conn: &Connection, session_id: &str) -> Result<Vec<Event>, StoreE
             kind,
         });
     }
-    if events.is_empty() {
+    if events.is_empty() && !session_exists(conn, session_id)? {
         return Err(StoreError::NotFound(session_id.to_owned()));
     }
     Ok(events)
+}
+
+fn session_exists(conn: &Connection, session_id: &str) -> Result<bool, StoreError> {
+    conn.prepare_cached("SELECT 1 FROM sessions WHERE session_id = ?1")
+        .and_then(|mut select| select.exists([session_id]))
+        .map_err(sql_error)
 }
 
 /// The lease row of a session.
@@ -504,7 +531,53 @@ impl EventStore for SqliteStore {
 
     async fn load(&self, session_id: &str) -> Result<Vec<Event>, StoreError> {
         let session_id = session_id.to_owned();
-        self.read(move |conn| load_events(conn, &session_id)).await
+        self.read(move |conn| load_events(conn, &session_id, 0))
+            .await
+    }
+
+    async fn load_after(&self, session_id: &str, after: u64) -> Result<Vec<Event>, StoreError> {
+        let session_id = session_id.to_owned();
+        self.read(move |conn| load_events(conn, &session_id, after))
+            .await
+    }
+
+    async fn save_snapshot(
+        &self,
+        session_id: &str,
+        seq: u64,
+        snapshot: &Value,
+    ) -> Result<(), StoreError> {
+        let (session_id, body) = (session_id.to_owned(), snapshot.to_string());
+        self.write(move |conn| {
+            conn.pragma_update(None, "synchronous", "NORMAL")
+                .map_err(sql_error)?;
+            conn.prepare_cached(
+                "INSERT INTO snapshots (session_id, seq, body) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, body = excluded.body
+                 WHERE excluded.seq > snapshots.seq",
+            )
+            .and_then(|mut upsert| upsert.execute(params![session_id, seq, body]))
+            .map(|_| ())
+            .map_err(sql_error)
+        })
+        .await
+    }
+
+    async fn load_snapshot(&self, session_id: &str) -> Result<Option<(u64, Value)>, StoreError> {
+        let session_id = session_id.to_owned();
+        self.read(move |conn| {
+            let row: Option<(u64, String)> = conn
+                .prepare_cached("SELECT seq, body FROM snapshots WHERE session_id = ?1")
+                .and_then(|mut select| {
+                    select
+                        .query_row([&session_id], |row| Ok((row.get(0)?, row.get(1)?)))
+                        .optional()
+                })
+                .map_err(sql_error)?;
+            Ok(row
+                .and_then(|(seq, body)| serde_json::from_str(&body).ok().map(|value| (seq, value))))
+        })
+        .await
     }
 
     async fn sessions(&self) -> Result<Vec<SessionSummary>, StoreError> {

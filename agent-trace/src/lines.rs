@@ -72,7 +72,9 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
             "run_finished",
             json!({"exit_reason": ExitReason::Cancelled, "steps_used": step, "reason": reason}),
         )],
-        EventKind::ModelRequested { .. } | EventKind::ActionDispatched { .. } => Vec::new(),
+        EventKind::ModelRequested { .. }
+        | EventKind::ActionDispatched { .. }
+        | EventKind::Forked { .. } => Vec::new(),
     }
 }
 

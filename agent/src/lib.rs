@@ -8,6 +8,7 @@
 //! |---|---|
 //! | `react` (default) | [`strategies::ReAct`] |
 //! | `scripted` (default) | [`providers::ScriptedModel`] |
+//! | `replay` (default) | [`providers::ReplayModel`], re-runs a recorded session |
 //! | `sqlite` (default) | [`store::SqliteStore`], the durable embedded store |
 //! | `full` | everything |
 //!

@@ -1,6 +1,7 @@
 //! One module per `agent` command.
 
 pub mod cancel;
+pub mod fork;
 pub mod resume;
 pub mod run;
 pub mod sessions;

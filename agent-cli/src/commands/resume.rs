@@ -1,5 +1,7 @@
 //! `agent resume ID`: continue a stored session with the configuration it recorded
 //! at start (flags given here override it). An ended session prints its result again.
+//! A fork keeps its parent's flags except the trace file, used only when `--trace`
+//! is given again.
 
 use agent::{EventKind, SessionState};
 
@@ -24,9 +26,15 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
             args.session_id
         )));
     };
-    let recorded = RunConfig::recorded(config)?;
+    let mut recorded = RunConfig::recorded(config)?;
+    if events
+        .iter()
+        .any(|event| matches!(event.kind, EventKind::Forked { .. }))
+    {
+        recorded.trace = None;
+    }
     let config = RunConfig::from_flags(&args.flags, Some(&recorded))?;
-    let engine = config.engine(store, console(args.flags.json))?;
+    let engine = config.engine(store, console(args.flags.json)).await?;
     let result = engine.resume(&args.session_id).await?;
     report(&result, args.flags.json)
 }

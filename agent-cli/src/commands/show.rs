@@ -84,5 +84,6 @@ fn details(event: &Event) -> String {
         EventKind::Cancelled { reason } | EventKind::Resumed { reason } => reason.clone(),
         EventKind::SessionStarted { strategy, .. } => format!("strategy {strategy}"),
         EventKind::ModelRequested { step } => format!("step {step}"),
+        EventKind::Forked { parent, at } => format!("copy of {parent} up to seq {at}"),
     }
 }

@@ -1,0 +1,204 @@
+//! Fork and replay from the command line.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use agent::{Action, EventKind};
+use common::*;
+use serde_json::{Value, json};
+
+fn run_calculator(scratch: &Scratch, extra: &[&str]) -> String {
+    let script = scratch.script("calc.json", calculator_script());
+    let model = format!("scripted:{}", script.display());
+    let mut args = vec![
+        "run",
+        "What is 12 times 7?",
+        "--model",
+        &model,
+        "--tools",
+        "calculator",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let output = scratch.agent(&args);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    json_stdout(&output)["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn tool_calls(events: &[agent::Event]) -> Vec<(String, Value)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ModelResponded { actions, .. } => Some(actions.clone()),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|action| match action {
+            Action::ToolCall(call) => Some((call.tool_name, call.arguments)),
+            Action::Finish(_) => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_fork_resumed_with_another_model_is_independent_of_its_parent() {
+    let scratch = Scratch::new("fork");
+    let parent = run_calculator(&scratch, &["--trace", "parent.jsonl"]);
+    let parent_log = load_log(&scratch.dir, &parent).await;
+    let parent_trace = std::fs::read_to_string(scratch.path("parent.jsonl")).unwrap();
+
+    let inside = json_stdout(&scratch.agent(&["fork", &parent, "--at", "4", "--json"]));
+    assert_eq!(inside["parent"], parent.as_str());
+    assert_eq!(
+        inside["at"], 1,
+        "seq 4 is inside step 1's action: back to its start"
+    );
+    let keys: Vec<&String> = inside.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["session_id", "parent", "at"]);
+
+    let fork = json_stdout(&scratch.agent(&["fork", &parent, "--at", "5", "--json"]));
+    assert_eq!(fork["at"], 5);
+    let fork_id = fork["session_id"].as_str().unwrap();
+    let other = scratch.script(
+        "other.json",
+        json!([
+            {"type": "finish", "answer": "unused"},
+            {"type": "finish", "answer": "a different ending"}
+        ]),
+    );
+    let resumed = scratch.agent(&[
+        "resume",
+        fork_id,
+        "--model",
+        &format!("scripted:{}", other.display()),
+        "--json",
+    ]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    let result = json_stdout(&resumed);
+    assert_eq!(result["answer"], "a different ending");
+    assert_eq!(result["session_id"], fork_id);
+    assert_eq!(result["steps_used"], 2);
+
+    assert_eq!(
+        load_log(&scratch.dir, &parent).await,
+        parent_log,
+        "the parent is untouched"
+    );
+    assert_eq!(
+        std::fs::read_to_string(scratch.path("parent.jsonl")).unwrap(),
+        parent_trace,
+        "a fork writes its parent's trace only when --trace is given again"
+    );
+    let listed = json_stdout(&scratch.agent(&["sessions", "--json"]));
+    assert_eq!(listed.as_array().unwrap().len(), 3);
+
+    let fork = json_stdout(&scratch.agent(&["fork", &parent, "--at", "5", "--json"]));
+    let fork_id = fork["session_id"].as_str().unwrap();
+    let traced = scratch.agent(&[
+        "resume",
+        fork_id,
+        "--model",
+        &format!("scripted:{}", other.display()),
+        "--trace",
+        "fork.jsonl",
+        "--json",
+    ]);
+    assert_eq!(traced.status.code(), Some(0));
+    let types = event_types(&trace_lines(&scratch.path("fork.jsonl")));
+    assert_eq!(types, ["run_resumed", "model_action", "run_finished"]);
+
+    for at in ["0", "99"] {
+        let bad = scratch.agent(&["fork", &parent, "--at", at]);
+        assert_eq!(bad.status.code(), Some(2), "--at {at}");
+    }
+}
+
+#[tokio::test]
+async fn a_replay_reproduces_the_answer_and_the_tool_calls() {
+    let scratch = Scratch::new("replay");
+    let original = run_calculator(&scratch, &[]);
+    let replay = scratch.agent(&[
+        "run",
+        "What is 12 times 7?",
+        "--model",
+        &format!("replay:{original}"),
+        "--tools",
+        "calculator",
+        "--json",
+    ]);
+    assert_eq!(replay.status.code(), Some(0), "{}", stderr(&replay));
+    let result = json_stdout(&replay);
+    assert_eq!(result["answer"], "12 times 7 is 84, which is above 80.");
+    let replayed = result["session_id"].as_str().unwrap();
+    let original_log = load_log(&scratch.dir, &original).await;
+    let replay_log = load_log(&scratch.dir, replayed).await;
+    assert_eq!(tool_calls(&replay_log), tool_calls(&original_log));
+    let observations = |log: &[agent::Event]| -> Vec<String> {
+        log.iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::ActionCompleted { observation } => Some(observation.content.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(observations(&replay_log), observations(&original_log));
+}
+
+#[test]
+fn a_diverging_replay_stops_with_provider_error_naming_the_step() {
+    let scratch = Scratch::new("diverge");
+    let original = run_calculator(&scratch, &[]);
+    let model = format!("replay:{original}");
+    let no_tool = scratch.agent(&["run", "t", "--model", &model, "--json"]);
+    assert_eq!(no_tool.status.code(), Some(7));
+    let error = json_stdout(&no_tool)["error"].as_str().unwrap().to_owned();
+    assert!(
+        error.contains("step 1") && error.contains("calculator"),
+        "{error}"
+    );
+
+    let script = scratch.script("short.json", json!([
+        {"type": "tool_call", "tool_name": "calculator", "arguments": {"left": 1, "operation": "add", "right": 1}}
+    ]));
+    let short = scratch.agent(&[
+        "run",
+        "t",
+        "--model",
+        &format!("scripted:{}", script.display()),
+        "--tools",
+        "calculator",
+        "--max-steps",
+        "1",
+        "--json",
+    ]);
+    let short_id = json_stdout(&short)["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ran_out = scratch.agent(&[
+        "run",
+        "t",
+        "--model",
+        &format!("replay:{short_id}"),
+        "--tools",
+        "calculator",
+        "--json",
+    ]);
+    assert_eq!(ran_out.status.code(), Some(7));
+    let result = json_stdout(&ran_out);
+    assert_eq!(result["exit_reason"], "provider_error");
+    assert!(
+        result["error"]
+            .as_str()
+            .unwrap()
+            .contains("diverged at step 2"),
+        "{result}"
+    );
+
+    let unknown = scratch.agent(&["run", "t", "--model", "replay:nope", "--json"]);
+    assert_eq!(unknown.status.code(), Some(2));
+}

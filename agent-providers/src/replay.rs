@@ -1,0 +1,208 @@
+//! The replay model: answers with the model responses recorded in a session's log,
+//! in order, so a run can be re-executed deterministically without a provider.
+
+use agent_core::{Action, Event, EventKind, Model, ModelError, ModelRequest, ModelResponse};
+use async_trait::async_trait;
+
+/// One recorded response: usable actions, or output that was rejected.
+#[derive(Debug, Clone, PartialEq)]
+enum Recorded {
+    Responded(ModelResponse),
+    Rejected(ModelError),
+}
+
+/// A model that replays a recorded session: response `n` answers step `n`.
+///
+/// The replay diverges — a `Fatal` error naming the step, which ends the run with
+/// `provider_error` — when a recorded tool call names a tool the new run does not
+/// have, or when the recorded responses run out before a finish.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayModel {
+    source: String,
+    responses: Vec<Recorded>,
+}
+
+impl ReplayModel {
+    /// The responses recorded in `events`, the log of session `source`.
+    pub fn from_events(source: impl Into<String>, events: &[Event]) -> Self {
+        let responses = events
+            .iter()
+            .filter_map(|event| match &event.kind {
+                EventKind::ModelResponded {
+                    actions,
+                    usage,
+                    text,
+                } => Some(Recorded::Responded(ModelResponse {
+                    actions: actions.clone(),
+                    usage: *usage,
+                    text: text.clone(),
+                })),
+                EventKind::ModelOutputRejected { raw, error, usage } => {
+                    Some(Recorded::Rejected(ModelError::InvalidOutput {
+                        raw: raw.clone(),
+                        message: error.clone(),
+                        usage: *usage,
+                    }))
+                }
+                _ => None,
+            })
+            .collect();
+        Self {
+            source: source.into(),
+            responses,
+        }
+    }
+
+    /// Number of recorded responses.
+    pub fn len(&self) -> usize {
+        self.responses.len()
+    }
+
+    /// Whether nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.responses.is_empty()
+    }
+
+    fn diverged(&self, step: u32, why: String) -> ModelError {
+        ModelError::Fatal {
+            message: format!(
+                "replay of session `{}` diverged at step {step}: {why}",
+                self.source
+            ),
+        }
+    }
+}
+
+#[async_trait]
+impl Model for ReplayModel {
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let index = usize::try_from(request.step.saturating_sub(1)).unwrap_or(usize::MAX);
+        let Some(recorded) = self.responses.get(index) else {
+            return Err(self.diverged(
+                request.step,
+                format!(
+                    "the recorded session has only {} model responses and no finish was accepted",
+                    self.responses.len()
+                ),
+            ));
+        };
+        match recorded {
+            Recorded::Rejected(err) => Err(err.clone()),
+            Recorded::Responded(response) => {
+                for action in &response.actions {
+                    if let Action::ToolCall(call) = action
+                        && !request.tools.iter().any(|tool| tool.name == call.tool_name)
+                    {
+                        return Err(self.diverged(
+                            request.step,
+                            format!(
+                                "the recorded call `{}` uses tool `{}`, which this run does not have",
+                                call.id, call.tool_name
+                            ),
+                        ));
+                    }
+                }
+                Ok(response.clone())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use agent_core::{Finish, ToolCall, ToolSpec, Usage};
+    use serde_json::json;
+
+    use super::*;
+
+    fn request(step: u32, tools: &[&str]) -> ModelRequest {
+        ModelRequest {
+            instructions: String::new(),
+            task: "t".into(),
+            history: Vec::new(),
+            tools: Arc::new(
+                tools
+                    .iter()
+                    .map(|name| ToolSpec {
+                        name: (*name).into(),
+                        description: String::new(),
+                        input_schema: json!({}),
+                        output_description: None,
+                        error_description: None,
+                        idempotent: true,
+                        needs_approval: false,
+                    })
+                    .collect(),
+            ),
+            step,
+            max_output_tokens: None,
+        }
+    }
+
+    fn recorded() -> ReplayModel {
+        let call = ToolCall {
+            id: "call_1_1".into(),
+            tool_name: "calculator".into(),
+            arguments: json!({}),
+        };
+        let kinds = vec![
+            EventKind::ModelRequested { step: 1 },
+            EventKind::ModelResponded {
+                actions: vec![Action::ToolCall(call)],
+                usage: Usage::default(),
+                text: None,
+            },
+            EventKind::ModelRequested { step: 2 },
+            EventKind::ModelOutputRejected {
+                raw: "oops".into(),
+                error: "not JSON".into(),
+                usage: Usage::default(),
+            },
+            EventKind::ModelResponded {
+                actions: vec![Action::Finish(Finish {
+                    answer: "84".into(),
+                })],
+                usage: Usage::default(),
+                text: None,
+            },
+        ];
+        let events: Vec<Event> = kinds
+            .into_iter()
+            .zip(1..)
+            .map(|(kind, seq)| Event::new("rec", seq, kind))
+            .collect();
+        ReplayModel::from_events("rec", &events)
+    }
+
+    #[tokio::test]
+    async fn replays_responses_and_rejections_in_order() {
+        let model = recorded();
+        assert_eq!(model.len(), 3);
+        assert!(model.complete(&request(1, &["calculator"])).await.is_ok());
+        assert!(matches!(
+            model.complete(&request(2, &["calculator"])).await,
+            Err(ModelError::InvalidOutput { .. })
+        ));
+        let finish = model.complete(&request(3, &["calculator"])).await.unwrap();
+        assert!(matches!(&finish.actions[..], [Action::Finish(_)]));
+    }
+
+    #[tokio::test]
+    async fn diverges_on_a_missing_tool_or_when_responses_run_out() {
+        let model = recorded();
+        let Err(ModelError::Fatal { message }) = model.complete(&request(1, &[])).await else {
+            panic!("expected divergence");
+        };
+        assert!(
+            message.contains("diverged at step 1") && message.contains("`calculator`"),
+            "{message}"
+        );
+        let Err(ModelError::Fatal { message }) = model.complete(&request(4, &["calculator"])).await
+        else {
+            panic!("expected divergence");
+        };
+        assert!(message.contains("diverged at step 4"), "{message}");
+    }
+}

@@ -1,0 +1,369 @@
+//! `agent-bench`: the peers' calculator workload on the agent runtime, printing one
+//! JSON line per run with the fields of `shared/bench/peers` (`steps_per_s`,
+//! `us_per_step`, `peak_rss_mb`, `db_bytes`, …) plus `fsyncs`.
+//!
+//! ```sh
+//! cargo run --release -p bench -- run --sessions 200 --tool-steps 4 --store sqlite --concurrency 50
+//! cargo run --release -p bench -- resume --events 1000
+//! ```
+
+mod workload;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use agent::prelude::*;
+use agent::store::SqliteStore;
+use agent::{Budgets, Event, EventKind, EventSink, SinkError};
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::json;
+use tokio::sync::Semaphore;
+
+use crate::workload::{Operation, WorkloadModel, expected, task};
+
+/// Benchmarks of the agent runtime.
+#[derive(Debug, Parser)]
+#[command(name = "agent-bench", about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// N sessions × K calculator steps with a scripted model.
+    Run(RunArgs),
+    /// Time to resume a session of about `--events` events, with and without snapshots.
+    Resume(ResumeArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum StoreKind {
+    Memory,
+    Sqlite,
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// Sessions to run.
+    #[arg(long, default_value_t = 200)]
+    sessions: usize,
+    /// Tool steps per session (each session has K+1 steps).
+    #[arg(long, default_value_t = 4)]
+    tool_steps: usize,
+    /// Where events go.
+    #[arg(long, value_enum, default_value_t = StoreKind::Memory)]
+    store: StoreKind,
+    /// Sessions in flight at once, in one process.
+    #[arg(long, default_value_t = 1)]
+    concurrency: usize,
+    /// The SQLite file (deleted at start).
+    #[arg(long, default_value = "/tmp/agent-bench.db")]
+    db: PathBuf,
+    /// How turns combine values: `multiply` is the peers' workload.
+    #[arg(long, value_enum, default_value_t = Operation::Multiply)]
+    operation: Operation,
+    /// Print `ack SESSION SEQ KIND` on stdout for every committed event.
+    #[arg(long)]
+    ack_log: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct ResumeArgs {
+    /// Events in the session to resume.
+    #[arg(long, default_value_t = 1000)]
+    events: u64,
+    /// The SQLite file (deleted at start).
+    #[arg(long, default_value = "/tmp/agent-bench-resume.db")]
+    db: PathBuf,
+}
+
+/// Prints every committed event: what callers were told is durable.
+struct AckLog(Mutex<std::io::Stdout>);
+
+impl EventSink for AckLog {
+    fn publish(&self, event: &Event, _step: u32) -> Result<(), SinkError> {
+        let out = self
+            .0
+            .lock()
+            .map_err(|_| SinkError("ack log poisoned".into()))?;
+        let mut out = out.lock();
+        writeln!(
+            out,
+            "ack {} {} {}",
+            event.session_id,
+            event.seq,
+            event.kind.name()
+        )
+        .and_then(|()| out.flush())
+        .map_err(|err| SinkError(err.to_string()))
+    }
+}
+
+fn remove_db(path: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        let _ = std::fs::remove_file(PathBuf::from(file));
+    }
+}
+
+fn db_bytes(path: &Path) -> u64 {
+    ["", "-wal"]
+        .iter()
+        .map(|suffix| {
+            let mut file = path.as_os_str().to_owned();
+            file.push(suffix);
+            std::fs::metadata(PathBuf::from(file)).map_or(0, |m| m.len())
+        })
+        .sum()
+}
+
+/// Peak resident set size of this process in MiB (`VmHWM`).
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmHWM:"))
+                .and_then(|rest| {
+                    rest.trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<f64>()
+                        .ok()
+                })
+        })
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+fn engine(
+    store: Arc<dyn EventStore>,
+    tool_steps: usize,
+    operation: Operation,
+    ack_log: bool,
+) -> anyhow::Result<Engine> {
+    let mut tools = ToolRegistry::new();
+    tools.register(Calculator)?;
+    let budgets = Budgets {
+        max_steps: u32::try_from(tool_steps + 2)?,
+        ..Budgets::default()
+    };
+    let mut builder = Engine::builder(
+        Arc::new(WorkloadModel {
+            tool_steps,
+            operation,
+        }),
+        Arc::new(ReAct::new()),
+    )
+    .tools(tools.into_toolbox())
+    .store(store)
+    .budgets(budgets);
+    if ack_log {
+        builder = builder.sink(Arc::new(AckLog(Mutex::new(std::io::stdout()))));
+    }
+    Ok(builder.build())
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let (store, sqlite): (Arc<dyn EventStore>, Option<Arc<SqliteStore>>) = match args.store {
+        StoreKind::Memory => (Arc::new(MemoryStore::new()), None),
+        StoreKind::Sqlite => {
+            remove_db(&args.db);
+            let sqlite = Arc::new(SqliteStore::open(&args.db)?);
+            (sqlite.clone(), Some(sqlite))
+        }
+    };
+    let engine = Arc::new(engine(
+        store,
+        args.tool_steps,
+        args.operation,
+        args.ack_log,
+    )?);
+    let permits = Arc::new(Semaphore::new(args.concurrency.max(1)));
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(args.sessions);
+    for i in 0..args.sessions {
+        let (engine, permits) = (Arc::clone(&engine), Arc::clone(&permits));
+        tasks.push(tokio::spawn(async move {
+            let _permit = permits.acquire_owned().await?;
+            let result = engine.run(task(i), json!({"bench": true})).await?;
+            anyhow::Ok(result)
+        }));
+    }
+    let mut wrong_answers = 0;
+    for (i, handle) in tasks.into_iter().enumerate() {
+        let result = handle.await??;
+        if result.answer.as_deref() != Some(expected(i, args.tool_steps, args.operation).as_str()) {
+            wrong_answers += 1;
+        }
+    }
+    let wall_s = started.elapsed().as_secs_f64();
+    let steps_total = args.sessions * (args.tool_steps + 1);
+    let fsyncs = sqlite.as_ref().map(|store| store.stats().durable_commits());
+    let commits = sqlite.as_ref().map(|store| store.stats().commits());
+    let bytes = match &sqlite {
+        Some(store) => {
+            store.checkpoint().await?;
+            db_bytes(&args.db)
+        }
+        None => 0,
+    };
+    let line = json!({
+        "peer": "agent-rs",
+        "version": env!("CARGO_PKG_VERSION"),
+        "store": match args.store { StoreKind::Memory => "memory", StoreKind::Sqlite => "sqlite" },
+        "durability": "full",
+        "concurrency": args.concurrency,
+        "sessions": args.sessions,
+        "tool_steps": args.tool_steps,
+        "operation": format!("{:?}", args.operation).to_lowercase(),
+        "steps_total": steps_total,
+        "wall_s": wall_s,
+        "steps_per_s": steps_total as f64 / wall_s,
+        "us_per_step": wall_s * 1e6 / steps_total as f64,
+        "peak_rss_mb": peak_rss_mb(),
+        "db_bytes": bytes,
+        "db_bytes_per_step": bytes as f64 / steps_total as f64,
+        "fsyncs": fsyncs,
+        "fsyncs_per_step": fsyncs.map(|f| f as f64 / steps_total as f64),
+        "commits": commits,
+        "wrong_answers": wrong_answers,
+    });
+    println!("{line}");
+    anyhow::ensure!(
+        wrong_answers == 0,
+        "{wrong_answers} sessions gave a wrong answer"
+    );
+    Ok(())
+}
+
+/// Writes a session of `events` events that stops between steps, as a crash would
+/// leave it, with or without the snapshots a running engine would have written.
+async fn stopped_session(
+    store: &SqliteStore,
+    session_id: &str,
+    events: u64,
+    snapshots: bool,
+) -> anyhow::Result<u64> {
+    let steps = events.saturating_sub(1) / 4;
+    let mut state = agent::SessionState::new(session_id);
+    let mut log = Vec::new();
+    let mut push = |kind: EventKind, state: &mut agent::SessionState| -> anyhow::Result<()> {
+        let event = Event::new(session_id, state.last_seq() + 1, kind);
+        state.apply(&event)?;
+        log.push(event);
+        Ok(())
+    };
+    push(
+        EventKind::SessionStarted {
+            task: task(1),
+            strategy: "react".into(),
+            config: json!({}),
+        },
+        &mut state,
+    )?;
+    let mut value = 3.0;
+    let mut snapshot = None;
+    for step in 1..=steps {
+        let call = agent::ToolCall {
+            id: format!("call_{step}_1"),
+            tool_name: "calculator".into(),
+            arguments: json!({"left": value, "operation": "add", "right": 1}),
+        };
+        value += 1.0;
+        push(
+            EventKind::ModelRequested {
+                step: u32::try_from(step)?,
+            },
+            &mut state,
+        )?;
+        push(
+            EventKind::ModelResponded {
+                actions: vec![agent::Action::ToolCall(call.clone())],
+                usage: agent::Usage::default(),
+                text: None,
+            },
+            &mut state,
+        )?;
+        push(
+            EventKind::ActionDispatched { call: call.clone() },
+            &mut state,
+        )?;
+        push(
+            EventKind::ActionCompleted {
+                observation: agent::Observation::success(
+                    &call,
+                    agent::tools::calculator::format_number(value),
+                ),
+            },
+            &mut state,
+        )?;
+        if snapshots
+            && state.last_seq() / agent::DEFAULT_SNAPSHOT_EVERY
+                != (state.last_seq() - 4) / agent::DEFAULT_SNAPSHOT_EVERY
+        {
+            snapshot = Some((state.last_seq(), agent::snapshot_of(&state)?));
+        }
+    }
+    store
+        .append(session_id, 0, &log, agent::Durability::Full)
+        .await?;
+    if let Some((seq, snapshot)) = snapshot {
+        store.save_snapshot(session_id, seq, &snapshot).await?;
+    }
+    Ok(steps)
+}
+
+async fn resume(args: ResumeArgs) -> anyhow::Result<()> {
+    remove_db(&args.db);
+    let mut lines = Vec::new();
+    for snapshots in [true, false] {
+        let session_id = format!("resume-{snapshots}");
+        {
+            let store = SqliteStore::open(&args.db)?;
+            stopped_session(&store, &session_id, args.events, snapshots).await?;
+        }
+        let steps = (args.events.saturating_sub(1) / 4) as usize;
+        let store: Arc<dyn EventStore> = Arc::new(SqliteStore::open(&args.db)?);
+        let events = store.load(&session_id).await?.len();
+        let snapshot_seq = store.load_snapshot(&session_id).await?.map(|(seq, _)| seq);
+        let engine = engine(Arc::clone(&store), steps, Operation::Add, false)?;
+        let started = Instant::now();
+        let loaded = agent::load_state(store.as_ref(), &session_id).await?;
+        let load_ms = started.elapsed().as_secs_f64() * 1e3;
+        let started = Instant::now();
+        let result = engine.resume(&session_id).await.context("resume")?;
+        let resume_ms = started.elapsed().as_secs_f64() * 1e3;
+        anyhow::ensure!(
+            result.exit_reason == ExitReason::Finished,
+            "resume did not finish: {result:?}"
+        );
+        lines.push(json!({
+            "peer": "agent-rs",
+            "bench": "resume",
+            "store": "sqlite",
+            "snapshots": snapshots,
+            "events": events,
+            "events_after_snapshot": snapshot_seq.map(|seq| loaded.last_seq() - seq),
+            "load_ms": load_ms,
+            "resume_ms": resume_ms,
+        }));
+    }
+    for line in lines {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Run(args) => run(args).await,
+        Command::Resume(args) => resume(args).await,
+    }
+}

@@ -120,7 +120,8 @@ pub struct ForkArgs {
 /// Flags that configure how a session runs.
 #[derive(Debug, Args)]
 pub struct RunFlags {
-    /// The model: `scripted:FILE` (a JSON array of responses) or `replay:SESSION_ID`.
+    /// The model: `scripted:FILE`, `replay:SESSION_ID`, `openai:MODEL[@BASE_URL]`,
+    /// `anthropic:MODEL[@BASE_URL]` or `json:<spec>`; keys come from the environment.
     #[arg(long, value_name = "SPEC")]
     pub model: Option<String>,
     /// Built-in tools the model may call, comma-separated (default: none).
@@ -147,6 +148,9 @@ pub struct RunFlags {
     /// Wall-time budget of the run in seconds.
     #[arg(long, value_name = "SECS", value_parser = parse_seconds, allow_negative_numbers = true)]
     pub timeout: Option<f64>,
+    /// Time allowed for one provider request in seconds (default 120).
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds, allow_negative_numbers = true)]
+    pub request_timeout: Option<f64>,
     /// Append a JSONL trace of the run to FILE.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,

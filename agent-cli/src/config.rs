@@ -5,15 +5,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent::providers::{ReplayModel, ScriptedModel};
 use agent::strategies::ReAct;
 use agent::tools::{BUILTIN_TOOLS, ToolRegistry, builtin_tool};
 use agent::trace::{ContentMode, JsonlTrace};
-use agent::{Budgets, DEFAULT_MAX_STEPS, Engine, EventSink, EventStore, Model};
+use agent::{Budgets, DEFAULT_MAX_STEPS, Engine, EventSink, EventStore};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::RunFlags;
 use crate::error::CliError;
+
+fn default_request_timeout() -> f64 {
+    agent::providers::DEFAULT_REQUEST_TIMEOUT.as_secs_f64()
+}
 
 /// Output tokens per request when `--max-output-tokens` is not given.
 pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 1024;
@@ -39,6 +42,9 @@ pub struct RunConfig {
     pub max_output_tokens: u32,
     /// Wall-time budget in seconds.
     pub timeout_secs: Option<f64>,
+    /// Time allowed for one provider request, in seconds.
+    #[serde(default = "default_request_timeout")]
+    pub request_timeout_secs: f64,
     /// Trace file (absolute), if any.
     pub trace: Option<PathBuf>,
     /// `summary` or `full`.
@@ -51,7 +57,7 @@ impl RunConfig {
     /// exists, the workspace is a directory.
     pub fn from_flags(flags: &RunFlags, recorded: Option<&RunConfig>) -> Result<Self, CliError> {
         let model = match (&flags.model, recorded) {
-            (Some(spec), _) => normalise_model_spec(spec)?,
+            (Some(spec), _) => crate::model::normalise(spec)?,
             (None, Some(recorded)) => recorded.model.clone(),
             (None, None) => {
                 return Err(CliError::Usage(
@@ -90,6 +96,7 @@ impl RunConfig {
             max_tool_calls: None,
             max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
             timeout_secs: None,
+            request_timeout_secs: default_request_timeout(),
             trace: None,
             trace_content: "summary".into(),
         });
@@ -103,6 +110,7 @@ impl RunConfig {
             max_tool_calls: flags.max_tool_calls.or(base.max_tool_calls),
             max_output_tokens: flags.max_output_tokens.unwrap_or(base.max_output_tokens),
             timeout_secs: flags.timeout.or(base.timeout_secs),
+            request_timeout_secs: flags.request_timeout.unwrap_or(base.request_timeout_secs),
             trace,
             trace_content: flags.trace_content.clone().unwrap_or(base.trace_content),
         };
@@ -148,24 +156,6 @@ impl RunConfig {
         Ok(registry)
     }
 
-    async fn model(&self, store: &dyn EventStore) -> Result<Arc<dyn Model>, CliError> {
-        match self.model.split_once(':') {
-            Some(("scripted", path)) => ScriptedModel::from_file(path)
-                .map(|model| Arc::new(model) as Arc<dyn Model>)
-                .map_err(|err| CliError::Usage(format!("--model: {err}"))),
-            Some(("replay", session_id)) => {
-                let events = store.load(session_id).await.map_err(|err| match err {
-                    agent::StoreError::NotFound(_) => CliError::Usage(format!(
-                        "--model replay:{session_id}: no session with that id in this store"
-                    )),
-                    other => CliError::from(other),
-                })?;
-                Ok(Arc::new(ReplayModel::from_events(session_id, &events)))
-            }
-            _ => Err(unknown_model(&self.model)),
-        }
-    }
-
     /// The engine this configuration describes, with `console` (if any) and the
     /// trace file as sinks.
     pub async fn engine(
@@ -173,7 +163,9 @@ impl RunConfig {
         store: Arc<dyn EventStore>,
         console: Option<Arc<dyn EventSink>>,
     ) -> Result<Engine, CliError> {
-        let model = self.model(store.as_ref()).await?;
+        let timeout = Duration::try_from_secs_f64(self.request_timeout_secs)
+            .map_err(|err| CliError::Usage(format!("--request-timeout: {err}")))?;
+        let model = crate::model::build(&self.model, store.as_ref(), timeout).await?;
         let mut builder = Engine::builder(model, Arc::new(ReAct::new()))
             .store(store)
             .tools(self.tool_registry()?.into_toolbox())
@@ -197,26 +189,6 @@ impl RunConfig {
             builder = builder.sink(console);
         }
         Ok(builder.build())
-    }
-}
-
-fn unknown_model(spec: &str) -> CliError {
-    CliError::Usage(format!(
-        "--model `{spec}` is not a model this build knows; use scripted:FILE or replay:SESSION_ID"
-    ))
-}
-
-/// Checks the spec's form and makes file paths in it absolute.
-fn normalise_model_spec(spec: &str) -> Result<String, CliError> {
-    match spec.split_once(':') {
-        Some(("scripted", path)) if !path.is_empty() => {
-            let path = std::path::absolute(path).map_err(|err| {
-                CliError::Usage(format!("--model: bad script path `{path}`: {err}"))
-            })?;
-            Ok(format!("scripted:{}", path.display()))
-        }
-        Some(("replay", session_id)) if !session_id.is_empty() => Ok(spec.to_owned()),
-        _ => Err(unknown_model(spec)),
     }
 }
 

@@ -30,6 +30,11 @@ impl EventSink for Console {
             EventKind::ModelOutputRejected { error, .. } => {
                 format!("step {step:<3} !! invalid model output: {error}")
             }
+            EventKind::ModelRetried {
+                attempt,
+                error,
+                delay_ms,
+            } => format!("         retry {attempt} of the model call in {delay_ms} ms: {error}"),
             EventKind::Resumed { .. } => format!("resumed session {}", event.session_id),
             EventKind::Cancelled { reason } => format!("cancelled: {reason}"),
             EventKind::ActionCompleted { observation } => {

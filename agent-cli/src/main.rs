@@ -6,6 +6,7 @@ mod commands;
 mod config;
 mod console;
 mod error;
+mod model;
 mod output;
 mod store;
 

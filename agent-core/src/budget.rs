@@ -103,8 +103,17 @@ impl Budgets {
         None
     }
 
-    /// Whether all of `calls` may be dispatched.
+    /// Whether all of `calls` may be dispatched. A response that pushed the
+    /// session past its token budget has its calls refused.
     pub fn before_dispatch(&self, state: &SessionState, calls: &[ToolCall]) -> Option<Exhausted> {
+        let usage = state.usage();
+        let tokens = usage.input_tokens + usage.output_tokens;
+        if let Some(max) = self.max_tokens.filter(|max| tokens > *max) {
+            return Some(Exhausted::budget(
+                BudgetKind::Tokens,
+                format!("token budget of {max} exceeded ({tokens} tokens)"),
+            ));
+        }
         let used = state.usage().tool_calls;
         let wanted = calls.len() as u64;
         if let Some(max) = self.max_tool_calls.filter(|max| used + wanted > *max) {

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use crate::budget::{Budgets, Exhausted};
 use crate::event::{Event, EventKind};
 use crate::id::new_session_id;
-use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
+use crate::model::{Model, ModelError, ModelRequest, ModelResponse, RetryNotice, RetryObserver};
 use crate::result::{BudgetKind, ExitReason, RunResult};
 use crate::sink::{EventSink, SinkError};
 use crate::snapshot::{DEFAULT_SNAPSHOT_EVERY, load_state, snapshot_of};
@@ -307,6 +307,27 @@ async fn renew_lease(
     }
 }
 
+/// Keeps the retry notices of one model call, to record them as events.
+#[derive(Debug, Default)]
+struct CollectRetries(std::sync::Mutex<Vec<RetryNotice>>);
+
+impl CollectRetries {
+    fn take(&self) -> Vec<RetryNotice> {
+        self.0
+            .lock()
+            .map(|mut notices| std::mem::take(&mut *notices))
+            .unwrap_or_default()
+    }
+}
+
+impl RetryObserver for CollectRetries {
+    fn retrying(&self, notice: RetryNotice) {
+        if let Ok(mut notices) = self.0.lock() {
+            notices.push(notice);
+        }
+    }
+}
+
 /// How a bounded wait ended.
 enum Bounded<T> {
     /// The future completed.
@@ -534,11 +555,20 @@ impl<'e> Driver<'e> {
             step,
             max_output_tokens: self.engine.max_output_tokens,
         };
-        let outcome = match self.bounded(self.engine.model.complete(&request)).await {
+        let retries = CollectRetries::default();
+        let call = self.engine.model.complete_observed(&request, &retries);
+        let outcome = match self.bounded(call).await {
             Bounded::Done(outcome) => outcome,
             Bounded::TimedOut => return self.record(self.wall_time_failure()),
             Bounded::Interrupted => return self.reload().await,
         };
+        for notice in retries.take() {
+            self.record(EventKind::ModelRetried {
+                attempt: notice.attempt,
+                error: notice.error,
+                delay_ms: u64::try_from(notice.delay.as_millis()).unwrap_or(u64::MAX),
+            })?;
+        }
         let kind = match outcome {
             Ok(response) => self.responded(response, step),
             Err(ModelError::InvalidOutput {

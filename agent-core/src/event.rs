@@ -85,6 +85,15 @@ pub enum EventKind {
         /// Tokens this call consumed.
         usage: Usage,
     },
+    /// A model layer retried after a transient failure (not a step).
+    ModelRetried {
+        /// 1 for the first retry.
+        attempt: u32,
+        /// What failed.
+        error: String,
+        /// How long it waited before retrying, in milliseconds.
+        delay_ms: u64,
+    },
     /// A tool call was handed to its tool.
     ActionDispatched {
         /// The call.
@@ -139,6 +148,7 @@ impl EventKind {
             Self::ModelRequested { .. } => "model_requested",
             Self::ModelResponded { .. } => "model_responded",
             Self::ModelOutputRejected { .. } => "model_output_rejected",
+            Self::ModelRetried { .. } => "model_retried",
             Self::ActionDispatched { .. } => "action_dispatched",
             Self::ActionCompleted { .. } => "action_completed",
             Self::Finished { .. } => "finished",

@@ -26,6 +26,12 @@ pub enum HistoryItem {
         /// The result.
         observation: Observation,
     },
+    /// Text the model wrote (used by adapters that turn tool calls into text for
+    /// models without native tool calling).
+    AssistantText {
+        /// The text, sent as an assistant message.
+        text: String,
+    },
     /// What the runtime told the model about output it could not use.
     Feedback {
         /// The message, sent as a user message.

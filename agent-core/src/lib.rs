@@ -32,7 +32,9 @@ pub use engine::{
 pub use event::{Event, EventKind, SCHEMA_VERSION, now_millis};
 pub use history::HistoryItem;
 pub use id::new_session_id;
-pub use model::{Model, ModelError, ModelRequest, ModelResponse};
+pub use model::{
+    IgnoreRetries, Model, ModelError, ModelRequest, ModelResponse, RetryNotice, RetryObserver,
+};
 pub use result::{BudgetKind, ExitReason, RunResult, RunUsage, UnknownBudget};
 pub use sink::{EventSink, SinkError};
 pub use snapshot::{DEFAULT_SNAPSHOT_EVERY, load_state, snapshot_of};

@@ -73,9 +73,62 @@ pub enum ModelError {
     },
 }
 
+/// One retry a model layer is about to make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryNotice {
+    /// 1 for the first retry.
+    pub attempt: u32,
+    /// What failed, never containing a key.
+    pub error: String,
+    /// How long the layer waits before trying again.
+    pub delay: Duration,
+}
+
+/// Receives a notice of every retry a model layer makes; the engine records each
+/// one as a `ModelRetried` event (a `retry` trace line). Retries are not steps.
+pub trait RetryObserver: Send + Sync {
+    /// Called before the layer waits and tries again.
+    fn retrying(&self, notice: RetryNotice);
+}
+
+/// An observer that ignores every notice.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IgnoreRetries;
+
+impl RetryObserver for IgnoreRetries {
+    fn retrying(&self, _notice: RetryNotice) {}
+}
+
 /// A model: given the state of a session, propose the next actions.
 #[async_trait]
 pub trait Model: Send + Sync {
     /// Asks the model for the next actions.
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
+
+    /// Like [`Model::complete`], telling `observer` about every retry. Layers that
+    /// retry or wrap another model override it; the engine always calls this one.
+    async fn complete_observed(
+        &self,
+        request: &ModelRequest,
+        observer: &dyn RetryObserver,
+    ) -> Result<ModelResponse, ModelError> {
+        let _ = observer;
+        self.complete(request).await
+    }
+}
+
+/// A shared model is a model, so layers can wrap an `Arc<dyn Model>`.
+#[async_trait]
+impl<M: Model + ?Sized> Model for Arc<M> {
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        (**self).complete(request).await
+    }
+
+    async fn complete_observed(
+        &self,
+        request: &ModelRequest,
+        observer: &dyn RetryObserver,
+    ) -> Result<ModelResponse, ModelError> {
+        (**self).complete_observed(request, observer).await
+    }
 }

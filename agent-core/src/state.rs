@@ -290,9 +290,9 @@ impl SessionState {
             EventKind::ModelRequested { .. } => {
                 matches!(self.status, Status::Idle | Status::Observing)
             }
-            EventKind::ModelResponded { .. } | EventKind::ModelOutputRejected { .. } => {
-                self.status == Status::Thinking
-            }
+            EventKind::ModelResponded { .. }
+            | EventKind::ModelOutputRejected { .. }
+            | EventKind::ModelRetried { .. } => self.status == Status::Thinking,
             EventKind::ActionDispatched { call } => {
                 if !matches!(self.status, Status::ActionPending | Status::ActionExecuting) {
                     return Err(illegal());
@@ -434,7 +434,9 @@ impl SessionState {
                 });
                 self.status = Status::Finished;
             }
-            EventKind::Resumed { .. } | EventKind::Forked { .. } => {}
+            EventKind::Resumed { .. }
+            | EventKind::Forked { .. }
+            | EventKind::ModelRetried { .. } => {}
             EventKind::Cancelled { reason } => {
                 self.outcome = Some(Outcome {
                     exit_reason: ExitReason::Cancelled,

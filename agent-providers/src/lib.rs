@@ -1,19 +1,47 @@
 //! Model adapters for the agent runtime.
 //!
+//! - [`ModelSpec`]: the `--model` forms.
 //! - [`wire`]: the strict JSON action format shared by text-based models.
+//! - [`JsonText`]: that format in plain text, for models without tool calling.
+//! - `openai` (feature `openai`): [`OpenAi`], Chat Completions and compatible servers.
+//! - `anthropic` (feature `anthropic`): [`Anthropic`], the Messages API.
+//! - [`Retrying`] (with either): retries of transient failures with backoff.
 //! - `scripted` (feature `scripted`): [`ScriptedModel`], answers written in advance.
 //! - `replay` (feature `replay`): [`ReplayModel`], the responses of a recorded session.
 
+mod json_text;
+mod spec;
 pub mod wire;
 
+#[cfg(feature = "anthropic")]
+mod anthropic;
+#[cfg(feature = "http")]
+mod http;
+#[cfg(feature = "openai")]
+mod openai;
+#[cfg(feature = "replay")]
+mod replay;
+#[cfg(feature = "http")]
+mod retry;
 #[cfg(feature = "scripted")]
 mod scripted;
 
-#[cfg(feature = "scripted")]
-pub use scripted::{ScriptError, ScriptedModel};
-
-#[cfg(feature = "replay")]
-mod replay;
-
+#[cfg(feature = "anthropic")]
+pub use anthropic::{
+    ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_VERSION, Anthropic, AnthropicConfig, messages_request,
+    parse_messages_response,
+};
+#[cfg(feature = "http")]
+pub use http::{DEFAULT_REQUEST_TIMEOUT, HttpClient, is_local};
+pub use json_text::{JsonText, text_request};
+#[cfg(feature = "openai")]
+pub use openai::{
+    OPENAI_DEFAULT_BASE_URL, OpenAi, OpenAiConfig, chat_request, parse_chat_response,
+};
 #[cfg(feature = "replay")]
 pub use replay::ReplayModel;
+#[cfg(feature = "http")]
+pub use retry::{RetryPolicy, Retrying};
+#[cfg(feature = "scripted")]
+pub use scripted::{ScriptError, ScriptedModel};
+pub use spec::{BadModelSpec, ModelSpec};

@@ -67,6 +67,14 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
             lines.push(line("run_finished", fields));
             lines
         }
+        EventKind::ModelRetried {
+            attempt,
+            error,
+            delay_ms,
+        } => vec![line(
+            "retry",
+            json!({"target": "model", "attempt": attempt, "error": error, "delay_ms": delay_ms}),
+        )],
         EventKind::Resumed { reason } => vec![line("run_resumed", json!({"reason": reason}))],
         EventKind::Cancelled { reason } => vec![line(
             "run_finished",

@@ -8,6 +8,8 @@
 //! |---|---|
 //! | `react` (default) | [`strategies::ReAct`] |
 //! | `scripted` (default) | [`providers::ScriptedModel`] |
+//! | `openai` | [`providers::OpenAi`]: Chat Completions and compatible servers |
+//! | `anthropic` | [`providers::Anthropic`]: the Messages API |
 //! | `replay` (default) | [`providers::ReplayModel`], re-runs a recorded session |
 //! | `sqlite` (default) | [`store::SqliteStore`], the durable embedded store |
 //! | `full` | everything |

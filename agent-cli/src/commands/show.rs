@@ -84,6 +84,11 @@ fn details(event: &Event) -> String {
         EventKind::Cancelled { reason } | EventKind::Resumed { reason } => reason.clone(),
         EventKind::SessionStarted { strategy, .. } => format!("strategy {strategy}"),
         EventKind::ModelRequested { step } => format!("step {step}"),
+        EventKind::ModelRetried {
+            attempt,
+            error,
+            delay_ms,
+        } => format!("retry {attempt} in {delay_ms} ms: {error}"),
         EventKind::Forked { parent, at } => format!("copy of {parent} up to seq {at}"),
     }
 }

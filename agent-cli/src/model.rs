@@ -1,0 +1,135 @@
+//! From a `--model` spec to a model: scripted files, replays of stored sessions,
+//! OpenAI-compatible and Anthropic servers (keys from the environment only, every
+//! provider behind the retry layer), and the JSON-text adapter.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent::providers::{
+    ANTHROPIC_DEFAULT_BASE_URL, Anthropic, AnthropicConfig, JsonText, ModelSpec,
+    OPENAI_DEFAULT_BASE_URL, OpenAi, OpenAiConfig, ReplayModel, RetryPolicy, Retrying,
+    ScriptedModel, is_local,
+};
+use agent::{Event, EventStore, Model};
+
+use crate::error::CliError;
+
+/// The spec as it is recorded: checked, with a script path made absolute.
+pub fn normalise(spec: &str) -> Result<String, CliError> {
+    let parsed = ModelSpec::parse(spec).map_err(|err| CliError::Usage(err.to_string()))?;
+    Ok(absolute(parsed)?.to_string())
+}
+
+fn absolute(spec: ModelSpec) -> Result<ModelSpec, CliError> {
+    match spec {
+        ModelSpec::Scripted { path } => {
+            let absolute = std::path::absolute(&path).map_err(|err| {
+                CliError::Usage(format!("--model: bad script path `{path}`: {err}"))
+            })?;
+            Ok(ModelSpec::Scripted {
+                path: absolute.display().to_string(),
+            })
+        }
+        ModelSpec::JsonText(inner) => Ok(ModelSpec::JsonText(Box::new(absolute(*inner)?))),
+        other => Ok(other),
+    }
+}
+
+/// The model `spec` names. A replay reads its session from `store`.
+pub async fn build(
+    spec: &str,
+    store: &dyn EventStore,
+    request_timeout: Duration,
+) -> Result<Arc<dyn Model>, CliError> {
+    let spec = ModelSpec::parse(spec).map_err(|err| CliError::Usage(err.to_string()))?;
+    let recorded = match &spec {
+        ModelSpec::Replay { session_id } => Some(replayed(store, session_id).await?),
+        ModelSpec::JsonText(inner) => match inner.as_ref() {
+            ModelSpec::Replay { session_id } => Some(replayed(store, session_id).await?),
+            _ => None,
+        },
+        _ => None,
+    };
+    instantiate(&spec, recorded.as_deref(), request_timeout)
+}
+
+async fn replayed(store: &dyn EventStore, session_id: &str) -> Result<Vec<Event>, CliError> {
+    store.load(session_id).await.map_err(|err| match err {
+        agent::StoreError::NotFound(_) => CliError::Usage(format!(
+            "--model replay:{session_id}: no session with that id in this store"
+        )),
+        other => CliError::from(other),
+    })
+}
+
+fn instantiate(
+    spec: &ModelSpec,
+    recorded: Option<&[Event]>,
+    timeout: Duration,
+) -> Result<Arc<dyn Model>, CliError> {
+    let provider_error = |err: String| CliError::Usage(format!("--model {spec}: {err}"));
+    Ok(match spec {
+        ModelSpec::Scripted { path } => Arc::new(
+            ScriptedModel::from_file(path)
+                .map_err(|err| CliError::Usage(format!("--model: {err}")))?,
+        ),
+        ModelSpec::Replay { session_id } => Arc::new(ReplayModel::from_events(
+            session_id,
+            recorded.unwrap_or_default(),
+        )),
+        ModelSpec::OpenAi { model, base_url } => {
+            let base_url = base_url
+                .clone()
+                .or_else(|| env("OPENAI_BASE_URL"))
+                .unwrap_or_else(|| OPENAI_DEFAULT_BASE_URL.into());
+            let api_key = key("OPENAI_API_KEY", &base_url, spec)?;
+            let config = OpenAiConfig {
+                model: model.clone(),
+                base_url: base_url.trim_end_matches('/').to_owned(),
+                api_key,
+                timeout,
+            };
+            Arc::new(Retrying::new(
+                OpenAi::new(config).map_err(provider_error)?,
+                RetryPolicy::default(),
+            ))
+        }
+        ModelSpec::Anthropic { model, base_url } => {
+            let base_url = base_url
+                .clone()
+                .or_else(|| env("ANTHROPIC_BASE_URL"))
+                .unwrap_or_else(|| ANTHROPIC_DEFAULT_BASE_URL.into());
+            let api_key = key("ANTHROPIC_API_KEY", &base_url, spec)?;
+            let config = AnthropicConfig {
+                model: model.clone(),
+                base_url: base_url.trim_end_matches('/').to_owned(),
+                api_key,
+                timeout,
+            };
+            Arc::new(Retrying::new(
+                Anthropic::new(config).map_err(provider_error)?,
+                RetryPolicy::default(),
+            ))
+        }
+        ModelSpec::JsonText(inner) => {
+            Arc::new(JsonText::new(instantiate(inner, recorded, timeout)?))
+        }
+    })
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .filter(|value| !value.trim().is_empty())
+}
+
+/// The key in `variable`; only a server on this machine may go without one.
+fn key(variable: &str, base_url: &str, spec: &ModelSpec) -> Result<Option<String>, CliError> {
+    match env(variable) {
+        Some(key) => Ok(Some(key)),
+        None if is_local(base_url) => Ok(None),
+        None => Err(CliError::Usage(format!(
+            "--model {spec}: {variable} is not set; export it, or point the spec at a local server (MODEL@http://127.0.0.1:PORT/...)"
+        ))),
+    }
+}

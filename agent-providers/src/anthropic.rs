@@ -1,0 +1,254 @@
+//! The Anthropic Messages adapter: `POST {base}/v1/messages` with `x-api-key` and
+//! `anthropic-version: 2023-06-01`, a system prompt, `tool_use` / `tool_result`
+//! blocks and `max_tokens` always sent. Roles must alternate, so the tool results
+//! and feedback of one turn are merged into one user message.
+
+use std::time::Duration;
+
+use agent_core::{
+    Action, Finish, HistoryItem, Model, ModelError, ModelRequest, ModelResponse, ToolCall, Usage,
+    strict_json,
+};
+use async_trait::async_trait;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Value, json};
+
+use crate::http::HttpClient;
+
+/// Base URL when neither the spec nor `ANTHROPIC_BASE_URL` gives one.
+pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+
+/// The API version header value.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// `max_tokens` when the request sets no cap (the API requires one).
+const DEFAULT_MAX_TOKENS: u32 = 1024;
+
+/// How to reach the Messages API.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AnthropicConfig {
+    /// Model name.
+    pub model: String,
+    /// Base URL; requests go to `{base_url}/v1/messages`.
+    pub base_url: String,
+    /// The `x-api-key`; a local server may need none.
+    pub api_key: Option<String>,
+    /// Time allowed for one request.
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for AnthropicConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnthropicConfig")
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[set]"))
+            .finish()
+    }
+}
+
+/// An Anthropic model.
+#[derive(Debug, Clone)]
+pub struct Anthropic {
+    config: AnthropicConfig,
+    http: HttpClient,
+}
+
+impl Anthropic {
+    /// A model for `config`.
+    pub fn new(config: AnthropicConfig) -> Result<Self, String> {
+        let http = HttpClient::new(config.timeout)?;
+        Ok(Self { config, http })
+    }
+}
+
+/// Appends `block` to the last message if it has `role`, else starts a message.
+fn push_block(messages: &mut Vec<Value>, role: &str, block: Value) {
+    if let Some(last) = messages.last_mut()
+        && last["role"] == role
+        && let Some(content) = last["content"].as_array_mut()
+    {
+        content.push(block);
+        return;
+    }
+    messages.push(json!({"role": role, "content": [block]}));
+}
+
+/// The exact Messages request body for `request`.
+pub fn messages_request(model: &str, request: &ModelRequest) -> Value {
+    let mut messages = Vec::new();
+    push_block(
+        &mut messages,
+        "user",
+        json!({"type": "text", "text": request.task}),
+    );
+    for item in &request.history {
+        match item {
+            HistoryItem::ToolCalls { calls, text } => {
+                if let Some(text) = text {
+                    push_block(
+                        &mut messages,
+                        "assistant",
+                        json!({"type": "text", "text": text}),
+                    );
+                }
+                for call in calls {
+                    push_block(
+                        &mut messages,
+                        "assistant",
+                        json!({"type": "tool_use", "id": call.id, "name": call.tool_name, "input": call.arguments}),
+                    );
+                }
+            }
+            HistoryItem::Observation { observation } => push_block(
+                &mut messages,
+                "user",
+                json!({
+                    "type": "tool_result",
+                    "tool_use_id": observation.call_id,
+                    "content": observation.content,
+                    "is_error": observation.is_error,
+                }),
+            ),
+            HistoryItem::AssistantText { text } => {
+                push_block(
+                    &mut messages,
+                    "assistant",
+                    json!({"type": "text", "text": text}),
+                );
+            }
+            HistoryItem::Feedback { message } => {
+                push_block(
+                    &mut messages,
+                    "user",
+                    json!({"type": "text", "text": message}),
+                );
+            }
+        }
+    }
+    let mut body = json!({
+        "model": model,
+        "max_tokens": request.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        "system": request.instructions,
+        "messages": messages,
+    });
+    if !request.tools.is_empty() {
+        body["tools"] = json!(
+            request
+                .tools
+                .iter()
+                .map(|tool| json!({
+                    "name": tool.name,
+                    "description": tool.description,
+                    "input_schema": tool.input_schema,
+                }))
+                .collect::<Vec<_>>()
+        );
+    }
+    body
+}
+
+/// Our actions from a Messages response body (`strict` is the body parsed with
+/// duplicate keys refused, `None` when it had some).
+pub fn parse_messages_response(
+    body: &Value,
+    strict: Option<&Value>,
+) -> Result<ModelResponse, ModelError> {
+    let usage = Usage {
+        input_tokens: body["usage"]["input_tokens"].as_u64().unwrap_or(0),
+        output_tokens: body["usage"]["output_tokens"].as_u64().unwrap_or(0),
+    };
+    let content = body["content"]
+        .as_array()
+        .ok_or_else(|| ModelError::Fatal {
+            message: "the response has no `content` array".into(),
+        })?;
+    let raw = body["content"].to_string();
+    let invalid = |message: String| ModelError::InvalidOutput {
+        raw: raw.clone(),
+        message,
+        usage,
+    };
+    let Some(strict) = strict else {
+        return Err(invalid(
+            "a tool call repeats a key in its input; send each key once".into(),
+        ));
+    };
+    let mut texts = Vec::new();
+    let mut actions = Vec::new();
+    for (index, block) in content.iter().enumerate() {
+        match block["type"].as_str() {
+            Some("text") => {
+                if let Some(text) = block["text"]
+                    .as_str()
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                {
+                    texts.push(text.to_owned());
+                }
+            }
+            Some("tool_use") => {
+                let name = block["name"].as_str().unwrap_or_default();
+                if name.trim().is_empty() {
+                    return Err(invalid("a tool_use block has no name".into()));
+                }
+                let input = strict["content"][index]["input"].clone();
+                if !input.is_object() {
+                    return Err(invalid(format!(
+                        "the input of the call to `{name}` must be a JSON object"
+                    )));
+                }
+                actions.push(Action::ToolCall(ToolCall {
+                    id: block["id"].as_str().unwrap_or_default().to_owned(),
+                    tool_name: name.to_owned(),
+                    arguments: input,
+                }));
+            }
+            _ => {}
+        }
+    }
+    let text = (!texts.is_empty()).then(|| texts.join("\n"));
+    if actions.is_empty() {
+        return match text {
+            Some(answer) => Ok(ModelResponse {
+                actions: vec![Action::Finish(Finish { answer })],
+                usage,
+                text: None,
+            }),
+            None => Err(invalid(
+                "the response has neither tool calls nor text; call a tool or answer".into(),
+            )),
+        };
+    }
+    Ok(ModelResponse {
+        actions,
+        usage,
+        text,
+    })
+}
+
+#[async_trait]
+impl Model for Anthropic {
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static(ANTHROPIC_VERSION),
+        );
+        if let Some(key) = &self.config.api_key {
+            let value = HeaderValue::from_str(key).map_err(|_| ModelError::Fatal {
+                message: "ANTHROPIC_API_KEY holds characters that cannot be sent in a header"
+                    .into(),
+            })?;
+            headers.insert(HeaderName::from_static("x-api-key"), value);
+        }
+        let url = format!("{}/v1/messages", self.config.base_url);
+        let body = messages_request(&self.config.model, request);
+        let (response, text) = self
+            .http
+            .post_json(&url, headers, &body, self.config.api_key.as_deref())
+            .await?;
+        let strict = strict_json::from_str(&text).ok();
+        parse_messages_response(&response, strict.as_ref())
+    }
+}

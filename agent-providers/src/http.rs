@@ -1,0 +1,215 @@
+//! The HTTP side of providers: one JSON POST with a timeout, and the mapping of
+//! what can go wrong onto typed model errors — 429, 5xx, connection errors,
+//! timeouts and bodies cut short are transient; other 4xx are fatal. Messages name
+//! the status and never the key.
+
+use std::sync::Once;
+use std::time::{Duration, SystemTime};
+
+use agent_core::ModelError;
+use reqwest::StatusCode;
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use serde_json::Value;
+
+/// Time allowed for one request when none is configured.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Longest excerpt of an error body kept in a message.
+const EXCERPT_CHARS: usize = 300;
+
+/// A JSON-over-HTTP client for one provider.
+#[derive(Debug, Clone)]
+pub struct HttpClient {
+    client: reqwest::Client,
+    timeout: Duration,
+}
+
+impl HttpClient {
+    /// A client whose requests time out after `timeout`.
+    pub fn new(timeout: Duration) -> Result<Self, String> {
+        static CRYPTO: Once = Once::new();
+        CRYPTO.call_once(|| {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        });
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
+        Ok(Self { client, timeout })
+    }
+
+    /// POSTs `body` to `url` with `headers`; returns the response JSON and its
+    /// text. `secret` is removed from every message.
+    pub async fn post_json(
+        &self,
+        url: &str,
+        headers: HeaderMap,
+        body: &Value,
+        secret: Option<&str>,
+    ) -> Result<(Value, String), ModelError> {
+        let redact = |text: String| match secret.filter(|secret| !secret.is_empty()) {
+            Some(secret) => text.replace(secret, "[redacted]"),
+            None => text,
+        };
+        let response = self
+            .client
+            .post(url)
+            .headers(headers)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .map_err(|err| self.transport_error(url, &err, &redact))?;
+        let status = response.status();
+        let retry_after = retry_after(response.headers());
+        let text = response
+            .text()
+            .await
+            .map_err(|err| self.transport_error(url, &err, &redact))?;
+        if !status.is_success() {
+            let message = redact(format!("HTTP {status} from POST {url}: {}", excerpt(&text)));
+            return Err(if is_transient(status) {
+                ModelError::Transient {
+                    message,
+                    retry_after,
+                }
+            } else {
+                ModelError::Fatal { message }
+            });
+        }
+        let json = serde_json::from_str(&text).map_err(|err| {
+            if err.is_eof() {
+                ModelError::Transient {
+                    message: format!("the response body from {url} was cut short ({err})"),
+                    retry_after: None,
+                }
+            } else {
+                ModelError::Fatal {
+                    message: redact(format!(
+                        "the response from {url} is not JSON ({err}): {}",
+                        excerpt(&text)
+                    )),
+                }
+            }
+        })?;
+        Ok((json, text))
+    }
+
+    fn transport_error(
+        &self,
+        url: &str,
+        err: &reqwest::Error,
+        redact: &dyn Fn(String) -> String,
+    ) -> ModelError {
+        let what = if err.is_timeout() {
+            format!(
+                "no response from {url} within {}s",
+                self.timeout.as_secs_f64()
+            )
+        } else if err.is_connect() {
+            format!("cannot connect to {url}: {}", source_chain(err))
+        } else if err.is_body() || err.is_decode() {
+            format!(
+                "the response body from {url} was cut short: {}",
+                source_chain(err)
+            )
+        } else {
+            format!("request to {url} failed: {}", source_chain(err))
+        };
+        ModelError::Transient {
+            message: redact(what),
+            retry_after: None,
+        }
+    }
+}
+
+fn is_transient(status: StatusCode) -> bool {
+    status == StatusCode::TOO_MANY_REQUESTS
+        || status == StatusCode::REQUEST_TIMEOUT
+        || status.is_server_error()
+}
+
+/// `Retry-After` as seconds or an HTTP date.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(seconds) = value.parse::<f64>() {
+        return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(
+        at.duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+fn excerpt(text: &str) -> String {
+    let trimmed = text.trim();
+    if trimmed.chars().count() <= EXCERPT_CHARS {
+        trimmed.to_owned()
+    } else {
+        let cut: String = trimmed.chars().take(EXCERPT_CHARS).collect();
+        format!("{cut}…")
+    }
+}
+
+fn source_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Whether `url` points at this machine, where a server may need no key.
+pub fn is_local(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .unwrap_or(url);
+    let host = rest.split(['/', '?']).next().unwrap_or_default();
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(host, _)| host),
+    };
+    matches!(host, "localhost" | "127.0.0.1" | "::1" | "0.0.0.0") || host.starts_with("127.")
+}
+
+#[cfg(test)]
+mod tests {
+    use reqwest::header::HeaderValue;
+
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_and_http_dates() {
+        let mut headers = HeaderMap::new();
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("2"));
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
+        let later = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(10));
+        headers.insert(RETRY_AFTER, HeaderValue::from_str(&later).unwrap());
+        let parsed = retry_after(&headers).unwrap();
+        assert!(
+            parsed > Duration::from_secs(8) && parsed <= Duration::from_secs(10),
+            "{parsed:?}"
+        );
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&headers), None);
+    }
+
+    #[test]
+    fn local_urls_are_recognised() {
+        for url in [
+            "http://127.0.0.1:8080/v1",
+            "http://localhost/v1",
+            "http://[::1]:9/v1",
+        ] {
+            assert!(is_local(url), "{url}");
+        }
+        for url in ["https://api.openai.com/v1", "http://10.0.0.1/v1"] {
+            assert!(!is_local(url), "{url}");
+        }
+    }
+}

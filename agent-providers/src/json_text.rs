@@ -1,0 +1,131 @@
+//! The JSON-text adapter (`json:<inner spec>`) for models without native tool
+//! calling: the tool specs and the action wire format go into the system prompt,
+//! the inner model is called without tools, and its text answer is parsed
+//! strictly as one wire-format action (a fenced ```json block is accepted).
+
+use agent_core::{
+    Action, HistoryItem, IgnoreRetries, Model, ModelError, ModelRequest, ModelResponse,
+    RetryObserver,
+};
+use async_trait::async_trait;
+use serde_json::json;
+use std::sync::Arc;
+
+use crate::wire::{WIRE_FORMAT_HINT, parse_actions};
+
+/// Wraps a model so that it speaks the wire format in plain text.
+#[derive(Debug, Clone)]
+pub struct JsonText<M> {
+    inner: M,
+}
+
+impl<M> JsonText<M> {
+    /// Wraps `inner`.
+    pub fn new(inner: M) -> Self {
+        Self { inner }
+    }
+}
+
+/// The request the inner model sees: tools described in text, history as text.
+pub fn text_request(request: &ModelRequest) -> ModelRequest {
+    let tools: Vec<_> = request
+        .tools
+        .iter()
+        .map(|tool| json!({"name": tool.name, "description": tool.description, "arguments_schema": tool.input_schema}))
+        .collect();
+    let instructions = format!(
+        "{}\n\nYou have these tools (JSON):\n{}\n\nEach reply must be exactly one JSON object and nothing else; {WIRE_FORMAT_HINT}.",
+        request.instructions,
+        serde_json::Value::Array(tools)
+    );
+    let history = request
+        .history
+        .iter()
+        .map(|item| match item {
+            HistoryItem::ToolCalls { calls, .. } => {
+                let action = match calls.as_slice() {
+                    [call] => json!({"type": "tool_call", "tool_name": call.tool_name, "arguments": call.arguments}),
+                    calls => json!({"type": "tool_calls", "calls": calls.iter().map(|call| json!({
+                        "tool_name": call.tool_name, "arguments": call.arguments,
+                    })).collect::<Vec<_>>()}),
+                };
+                HistoryItem::AssistantText { text: action.to_string() }
+            }
+            HistoryItem::Observation { observation } => HistoryItem::Feedback {
+                message: format!(
+                    "{} of `{}`: {}",
+                    if observation.is_error { "Error" } else { "Result" },
+                    observation.tool_name,
+                    observation.content
+                ),
+            },
+            other => other.clone(),
+        })
+        .collect();
+    ModelRequest {
+        instructions,
+        history,
+        tools: Arc::new(Vec::new()),
+        ..request.clone()
+    }
+}
+
+/// The JSON text inside `text`: the whole text, or its first fenced block.
+fn unfence(text: &str) -> &str {
+    let trimmed = text.trim();
+    let Some(start) = trimmed.find("```") else {
+        return trimmed;
+    };
+    let after = &trimmed[start + 3..];
+    let body = after.strip_prefix("json").unwrap_or(after);
+    match body.find("```") {
+        Some(end) => body[..end].trim(),
+        None => trimmed,
+    }
+}
+
+#[async_trait]
+impl<M: Model> Model for JsonText<M> {
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        self.complete_observed(request, &IgnoreRetries).await
+    }
+
+    async fn complete_observed(
+        &self,
+        request: &ModelRequest,
+        observer: &dyn RetryObserver,
+    ) -> Result<ModelResponse, ModelError> {
+        let response = self
+            .inner
+            .complete_observed(&text_request(request), observer)
+            .await?;
+        let text = match response.actions.as_slice() {
+            [Action::Finish(finish)] => finish.answer.clone(),
+            _ => return Ok(response),
+        };
+        match parse_actions(unfence(&text), request.step) {
+            Ok(actions) => Ok(ModelResponse {
+                actions,
+                usage: response.usage,
+                text: None,
+            }),
+            Err(message) => Err(ModelError::InvalidOutput {
+                raw: text,
+                message,
+                usage: response.usage,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fenced_block_is_unwrapped() {
+        assert_eq!(unfence("```json\n{\"a\":1}\n```"), "{\"a\":1}");
+        assert_eq!(unfence("Here:\n```\n{\"a\":1}\n```\nthanks"), "{\"a\":1}");
+        assert_eq!(unfence(" {\"a\":1} "), "{\"a\":1}");
+    }
+}

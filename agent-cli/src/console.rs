@@ -35,6 +35,16 @@ impl EventSink for Console {
                 error,
                 delay_ms,
             } => format!("         retry {attempt} of the model call in {delay_ms} ms: {error}"),
+            EventKind::ActionAttemptFailed {
+                tool_name,
+                attempt,
+                error,
+                delay_ms,
+                ..
+            } => format!("         retry {attempt} of {tool_name} in {delay_ms} ms: {error}"),
+            EventKind::CircuitChanged { tool_name, state } => {
+                format!("         circuit of {tool_name} is now {state:?}")
+            }
             EventKind::Resumed { .. } => format!("resumed session {}", event.session_id),
             EventKind::Cancelled { reason } => format!("cancelled: {reason}"),
             EventKind::ActionCompleted { observation } => {

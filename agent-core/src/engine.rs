@@ -30,7 +30,9 @@ use crate::snapshot::{DEFAULT_SNAPSHOT_EVERY, load_state, snapshot_of};
 use crate::state::{SessionState, StateError, Status};
 use crate::store::{Durability, EventStore, MemoryStore, StoreError};
 use crate::strategy::{Decision, ExecutionStrategy, ModelCall};
-use crate::tool::{Tool, ToolContext, ToolError, Toolbox};
+use crate::tool::{
+    AttemptFailure, CircuitState, Tool, ToolContext, ToolError, ToolObserver, Toolbox,
+};
 use crate::types::{Action, Observation, ToolCall};
 
 /// The observation a non-idempotent call gets when a crash left its outcome unknown.
@@ -325,6 +327,52 @@ impl RetryObserver for CollectRetries {
         if let Ok(mut notices) = self.0.lock() {
             notices.push(notice);
         }
+    }
+}
+
+/// Reports of the tool layers of one turn, recorded as events as calls complete.
+#[derive(Debug, Default)]
+struct ToolReports(std::sync::Mutex<Vec<EventKind>>);
+
+impl ToolReports {
+    fn push(&self, event: EventKind) {
+        if let Ok(mut reports) = self.0.lock() {
+            reports.push(event);
+        }
+    }
+
+    fn take(&self) -> Vec<EventKind> {
+        self.0
+            .lock()
+            .map(|mut reports| std::mem::take(&mut *reports))
+            .unwrap_or_default()
+    }
+}
+
+/// The observer of one call, naming it in every report.
+struct CallReports {
+    call_id: String,
+    tool_name: String,
+    reports: Arc<ToolReports>,
+}
+
+impl ToolObserver for CallReports {
+    fn attempt_failed(&self, failure: AttemptFailure) {
+        self.reports.push(EventKind::ActionAttemptFailed {
+            call_id: self.call_id.clone(),
+            tool_name: self.tool_name.clone(),
+            attempt: failure.attempt,
+            error: failure.error,
+            retryable: failure.retryable,
+            delay_ms: u64::try_from(failure.delay.as_millis()).unwrap_or(u64::MAX),
+        });
+    }
+
+    fn circuit_changed(&self, tool: &str, state: CircuitState) {
+        self.reports.push(EventKind::CircuitChanged {
+            tool_name: tool.to_owned(),
+            state,
+        });
     }
 }
 
@@ -698,6 +746,7 @@ impl<'e> Driver<'e> {
     async fn execute(&mut self, calls: Vec<ToolCall>) -> Result<(), EngineError> {
         let mut running = JoinSet::new();
         let mut calls_by_task = HashMap::new();
+        let reports = Arc::new(ToolReports::default());
         for call in calls {
             let Some(tool) = self.tool(&call) else {
                 let message = self.unknown_tool_message(&call.tool_name);
@@ -711,6 +760,11 @@ impl<'e> Driver<'e> {
                 call_id: call.id.clone(),
                 attempt: 1,
                 workspace: Arc::clone(&self.engine.workspace),
+                observer: Arc::new(CallReports {
+                    call_id: call.id.clone(),
+                    tool_name: call.tool_name.clone(),
+                    reports: Arc::clone(&reports),
+                }),
             };
             let arguments = call.arguments.clone();
             let handle = running.spawn(async move { tool.call(arguments, &ctx).await });
@@ -732,6 +786,9 @@ impl<'e> Driver<'e> {
             let Some(call) = calls_by_task.remove(&task_id) else {
                 continue;
             };
+            for report in reports.take() {
+                self.record(report)?;
+            }
             let kind = match outcome {
                 Ok(Ok(output)) => EventKind::ActionCompleted {
                     observation: Observation::success(&call, output.content),

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::result::{BudgetKind, ExitReason};
+use crate::tool::CircuitState;
 use crate::types::{Action, Observation, ToolCall, Usage};
 
 /// Version of the event JSON layout; written on every event.
@@ -99,6 +100,28 @@ pub enum EventKind {
         /// The call.
         call: ToolCall,
     },
+    /// An attempt of a call failed and a retry follows.
+    ActionAttemptFailed {
+        /// The call.
+        call_id: String,
+        /// Its tool.
+        tool_name: String,
+        /// The attempt that failed, 1 for the first.
+        attempt: u32,
+        /// Why.
+        error: String,
+        /// Whether the failure was retryable.
+        retryable: bool,
+        /// The wait before the next attempt, in milliseconds.
+        delay_ms: u64,
+    },
+    /// A circuit breaker around a tool changed state.
+    CircuitChanged {
+        /// The tool.
+        tool_name: String,
+        /// Its new state.
+        state: CircuitState,
+    },
     /// A tool call has its result (possibly an error observation).
     ActionCompleted {
         /// The result.
@@ -150,6 +173,8 @@ impl EventKind {
             Self::ModelOutputRejected { .. } => "model_output_rejected",
             Self::ModelRetried { .. } => "model_retried",
             Self::ActionDispatched { .. } => "action_dispatched",
+            Self::ActionAttemptFailed { .. } => "action_attempt_failed",
+            Self::CircuitChanged { .. } => "circuit_changed",
             Self::ActionCompleted { .. } => "action_completed",
             Self::Finished { .. } => "finished",
             Self::Resumed { .. } => "resumed",

@@ -44,5 +44,8 @@ pub use store::{
     ttl_millis,
 };
 pub use strategy::{Decision, ExecutionStrategy, ModelCall, StrategyError};
-pub use tool::{DuplicateTool, Tool, ToolContext, ToolError, ToolOutput, Toolbox};
+pub use tool::{
+    AttemptFailure, CircuitState, DuplicateTool, IgnoreToolReports, Tool, ToolContext, ToolError,
+    ToolObserver, ToolOutput, Toolbox,
+};
 pub use types::{Action, Finish, Observation, ToolCall, ToolSpec, Usage};

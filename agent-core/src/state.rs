@@ -309,6 +309,23 @@ impl SessionState {
                 }
                 true
             }
+            EventKind::ActionAttemptFailed { call_id, .. } => {
+                if self.status != Status::ActionExecuting {
+                    return Err(illegal());
+                }
+                if !self
+                    .turn
+                    .iter()
+                    .any(|p| &p.call.id == call_id && p.dispatched && p.observation.is_none())
+                {
+                    return Err(StateError::UnexpectedCall {
+                        event: kind.name(),
+                        call_id: call_id.clone(),
+                    });
+                }
+                true
+            }
+            EventKind::CircuitChanged { .. } => self.status == Status::ActionExecuting,
             EventKind::ActionCompleted { observation } => {
                 if self.status != Status::ActionExecuting {
                     return Err(illegal());
@@ -436,7 +453,9 @@ impl SessionState {
             }
             EventKind::Resumed { .. }
             | EventKind::Forked { .. }
-            | EventKind::ModelRetried { .. } => {}
+            | EventKind::ModelRetried { .. }
+            | EventKind::ActionAttemptFailed { .. }
+            | EventKind::CircuitChanged { .. } => {}
             EventKind::Cancelled { reason } => {
                 self.outcome = Some(Outcome {
                     exit_reason: ExitReason::Cancelled,

@@ -20,6 +20,9 @@ pub enum ScriptError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// Script text is not a JSON array of strings and objects.
+    #[error("the script is not usable: {0}")]
+    InvalidText(String),
     /// The file is not a JSON array of strings and objects.
     #[error("script file `{path}` is not usable: {message}")]
     Invalid {
@@ -59,6 +62,18 @@ impl ScriptedModel {
             ));
         };
         Self::from_values(elements).map_err(invalid)
+    }
+
+    /// A script from JSON text holding an array of responses.
+    pub fn from_json_str(text: &str) -> Result<Self, ScriptError> {
+        let value: Value = serde_json::from_str(text)
+            .map_err(|err| ScriptError::InvalidText(format!("not valid JSON: {err}")))?;
+        let Value::Array(elements) = value else {
+            return Err(ScriptError::InvalidText(
+                "expected a JSON array with one element per model response".into(),
+            ));
+        };
+        Self::from_values(elements).map_err(ScriptError::InvalidText)
     }
 
     /// A script from response values: strings are raw text, objects are serialised.

@@ -134,12 +134,7 @@ mod tests {
     use super::*;
 
     fn ctx(workspace: &Path) -> ToolContext {
-        ToolContext {
-            session_id: "s".into(),
-            call_id: "c".into(),
-            attempt: 1,
-            workspace: Arc::from(workspace),
-        }
+        ToolContext::new("s", "c", Arc::from(workspace))
     }
 
     #[tokio::test]

@@ -7,6 +7,8 @@ use agent_core::{DuplicateTool, Tool, ToolContext, ToolError, ToolOutput, ToolSp
 use async_trait::async_trait;
 use serde_json::Value;
 
+use crate::layers::ToolStack;
+use crate::typed::{Typed, TypedTool};
 use crate::validate::{ArgumentValidator, InvalidSchema};
 
 /// Why a tool could not be registered.
@@ -79,6 +81,16 @@ impl ToolRegistry {
     pub fn register_shared(&mut self, tool: Arc<dyn Tool>) -> Result<&mut Self, RegistryError> {
         self.toolbox.insert(Arc::new(Validated::new(tool)?))?;
         Ok(self)
+    }
+
+    /// Registers the typed tool `T` (for example one with `#[derive(Tool)]`),
+    /// behind its declared timeout, if any, and argument validation.
+    pub fn register_typed<T: TypedTool>(&mut self) -> Result<&mut Self, RegistryError> {
+        let tool: Arc<dyn Tool> = Arc::new(Typed::<T>::new());
+        match T::timeout() {
+            Some(limit) => self.register_shared(ToolStack::new(tool).timeout(limit).build()),
+            None => self.register_shared(tool),
+        }
     }
 
     /// The validated tools, for [`agent_core::EngineBuilder::tools`].

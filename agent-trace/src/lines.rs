@@ -75,6 +75,21 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
             "retry",
             json!({"target": "model", "attempt": attempt, "error": error, "delay_ms": delay_ms}),
         )],
+        EventKind::ActionAttemptFailed {
+            call_id,
+            tool_name,
+            attempt,
+            error,
+            delay_ms,
+            ..
+        } => vec![line(
+            "retry",
+            json!({"target": tool_name, "call_id": call_id, "attempt": attempt, "error": error, "delay_ms": delay_ms}),
+        )],
+        EventKind::CircuitChanged { tool_name, state } => vec![line(
+            "circuit_changed",
+            json!({"tool_name": tool_name, "state": state}),
+        )],
         EventKind::Resumed { reason } => vec![line("run_resumed", json!({"reason": reason}))],
         EventKind::Cancelled { reason } => vec![line(
             "run_finished",

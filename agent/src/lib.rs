@@ -12,6 +12,7 @@
 //! | `anthropic` | [`providers::Anthropic`]: the Messages API |
 //! | `replay` (default) | [`providers::ReplayModel`], re-runs a recorded session |
 //! | `sqlite` (default) | [`store::SqliteStore`], the durable embedded store |
+//! | `derive` (default) | `#[derive(Tool)]` ([`tools::Tool`]) |
 //! | `full` | everything |
 //!
 //! ```
@@ -32,6 +33,32 @@
 //! let result = engine.run("What is 12 times 7?", serde_json::json!({})).await?;
 //! assert_eq!(result.answer.as_deref(), Some("84"));
 //! # Ok(()) }
+//! ```
+
+//!
+//! A tool written with `#[derive(Tool)]`:
+//!
+//! ```
+//! use agent::prelude::*;
+//!
+//! /// Says hello to someone.
+//! #[derive(serde::Deserialize, schemars::JsonSchema, Tool)]
+//! #[tool(idempotent)]
+//! struct Greet {
+//!     /// Who to greet.
+//!     name: String,
+//! }
+//!
+//! impl Greet {
+//!     async fn run(self, _ctx: &ToolContext) -> Result<String, ToolError> {
+//!         Ok(format!("hello, {}", self.name))
+//!     }
+//! }
+//!
+//! let spec = <Greet as TypedTool>::spec();
+//! assert_eq!(spec.name, "greet");
+//! assert_eq!(spec.description, "Says hello to someone.");
+//! assert_eq!(spec.input_schema["required"], serde_json::json!(["name"]));
 //! ```
 
 pub use agent_core::*;
@@ -75,6 +102,8 @@ pub mod prelude {
     pub use agent_store::SqliteStore;
     #[cfg(feature = "react")]
     pub use agent_strategies::ReAct;
-    pub use agent_tools::{Calculator, ToolRegistry};
+    #[cfg(feature = "derive")]
+    pub use agent_tools::Tool;
+    pub use agent_tools::{Calculator, ToolRegistry, TypedTool};
     pub use agent_trace::{ContentMode, JsonlTrace};
 }

@@ -3,3 +3,5 @@
 //!
 //! - `react_calculator`: ReAct with the scripted model and the calculator, printing
 //!   the result and the JSONL trace.
+//! - `custom_tool`: a tool written with `#[derive(Tool)]`, its generated spec, and
+//!   schema validation of a bad call.

@@ -84,6 +84,17 @@ fn details(event: &Event) -> String {
         EventKind::Cancelled { reason } | EventKind::Resumed { reason } => reason.clone(),
         EventKind::SessionStarted { strategy, .. } => format!("strategy {strategy}"),
         EventKind::ModelRequested { step } => format!("step {step}"),
+        EventKind::ActionAttemptFailed {
+            call_id,
+            tool_name,
+            attempt,
+            error,
+            delay_ms,
+            ..
+        } => format!(
+            "{tool_name} [{call_id}] attempt {attempt} failed, retry in {delay_ms} ms: {error}"
+        ),
+        EventKind::CircuitChanged { tool_name, state } => format!("{tool_name} circuit {state:?}"),
         EventKind::ModelRetried {
             attempt,
             error,

@@ -1,0 +1,90 @@
+//! Typed tools: an argument struct that is `Deserialize + JsonSchema` plus one
+//! async method is a tool. `#[derive(Tool)]` implements [`TypedTool`] for it;
+//! [`Typed`] turns it into a [`Tool`] that deserialises each call's arguments.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::time::Duration;
+
+use agent_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// What an argument type needs to be a tool: serde reads it from the call's
+/// arguments, schemars describes it to the model.
+pub trait ToolArguments: DeserializeOwned + JsonSchema + Send + 'static {}
+
+impl<T: DeserializeOwned + JsonSchema + Send + 'static> ToolArguments for T {}
+
+/// The future a typed tool's handler returns.
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
+
+/// A tool described by its argument type. Implemented by `#[derive(Tool)]`.
+pub trait TypedTool: ToolArguments {
+    /// The spec the model sees.
+    fn spec() -> ToolSpec;
+
+    /// A timeout for every call, if the tool declares one.
+    fn timeout() -> Option<Duration> {
+        None
+    }
+
+    /// Runs one call with these arguments.
+    fn invoke(self, ctx: &ToolContext) -> ToolFuture<'_>;
+}
+
+/// The JSON Schema of `T` as a tool input schema: subschemas inlined (no `$ref`),
+/// no `$schema`/`title`, and `additionalProperties: false` at the top level so that
+/// a misspelled field is an error rather than silently ignored.
+pub fn input_schema_for<T: JsonSchema>() -> Value {
+    let mut schema = SchemaSettings::draft2020_12()
+        .with(|settings| settings.inline_subschemas = true)
+        .into_generator()
+        .into_root_schema_for::<T>();
+    schema.remove("$schema");
+    schema.remove("title");
+    schema.remove("description");
+    if let Some(object) = schema.as_object_mut() {
+        object.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    schema.to_value()
+}
+
+/// The [`Tool`] of a [`TypedTool`].
+pub struct Typed<T> {
+    spec: ToolSpec,
+    arguments: PhantomData<fn() -> T>,
+}
+
+impl<T: TypedTool> Typed<T> {
+    /// The tool for `T`.
+    pub fn new() -> Self {
+        Self {
+            spec: T::spec(),
+            arguments: PhantomData,
+        }
+    }
+}
+
+impl<T: TypedTool> Default for Typed<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[async_trait]
+impl<T: TypedTool> Tool for Typed<T> {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let arguments: T = serde_json::from_value(arguments)
+            .map_err(|err| ToolError::InvalidArguments(err.to_string()))?;
+        arguments.invoke(ctx).await
+    }
+}

@@ -130,6 +130,18 @@ pub struct RunFlags {
     /// Root of every file-touching tool (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// Programs `run_command` may start, comma-separated.
+    #[arg(long, value_name = "a,b", value_delimiter = ',')]
+    pub allow_cmd: Option<Vec<String>>,
+    /// A command that must succeed before a finish is accepted (e.g. "cargo test").
+    #[arg(long, value_name = "COMMAND")]
+    pub finish_when: Option<String>,
+    /// Start an MCP server over stdio and offer its tools ("COMMAND ARGS…"; repeatable).
+    #[arg(long, value_name = "COMMAND")]
+    pub mcp: Vec<String>,
+    /// Seconds an MCP server may take to start, and a call of its tools to answer (default 30).
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds, allow_negative_numbers = true)]
+    pub mcp_timeout: Option<f64>,
     /// Model responses allowed in the session, valid or not (default 10).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_steps: Option<u32>,

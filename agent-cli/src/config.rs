@@ -6,13 +6,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent::strategies::ReAct;
-use agent::tools::{BUILTIN_TOOLS, ToolRegistry, builtin_tool};
+use agent::tools::{
+    BUILTIN_TOOLS, BuiltinOptions, CommandGate, DEFAULT_GATE_TIMEOUT, McpServer, ToolRegistry,
+    builtin_tool,
+};
 use agent::trace::{ContentMode, JsonlTrace};
 use agent::{Budgets, DEFAULT_MAX_STEPS, Engine, EventSink, EventStore};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::RunFlags;
 use crate::error::CliError;
+
+fn default_mcp_timeout() -> f64 {
+    agent::tools::DEFAULT_MCP_TIMEOUT.as_secs_f64()
+}
 
 fn default_request_timeout() -> f64 {
     agent::providers::DEFAULT_REQUEST_TIMEOUT.as_secs_f64()
@@ -28,6 +35,18 @@ pub struct RunConfig {
     pub model: String,
     /// Built-in tool names.
     pub tools: Vec<String>,
+    /// Programs `run_command` may start.
+    #[serde(default)]
+    pub allow_cmd: Vec<String>,
+    /// The completion check, if any.
+    #[serde(default)]
+    pub finish_when: Option<String>,
+    /// MCP server command lines.
+    #[serde(default)]
+    pub mcp: Vec<String>,
+    /// Seconds an MCP server may take to start or answer a call.
+    #[serde(default = "default_mcp_timeout")]
+    pub mcp_timeout_secs: f64,
     /// Absolute workspace root.
     pub workspace: PathBuf,
     /// Step budget.
@@ -89,6 +108,10 @@ impl RunConfig {
         let base = recorded.cloned().unwrap_or_else(|| Self {
             model: String::new(),
             tools: Vec::new(),
+            allow_cmd: Vec::new(),
+            finish_when: None,
+            mcp: Vec::new(),
+            mcp_timeout_secs: default_mcp_timeout(),
             workspace: PathBuf::new(),
             max_steps: DEFAULT_MAX_STEPS,
             max_tokens: None,
@@ -100,9 +123,24 @@ impl RunConfig {
             trace: None,
             trace_content: "summary".into(),
         });
+        let mcp = if flags.mcp.is_empty() {
+            base.mcp.clone()
+        } else {
+            flags.mcp.clone()
+        };
         let config = Self {
             model,
             tools,
+            allow_cmd: flags
+                .allow_cmd
+                .clone()
+                .unwrap_or_else(|| base.allow_cmd.clone()),
+            finish_when: flags
+                .finish_when
+                .clone()
+                .or_else(|| base.finish_when.clone()),
+            mcp,
+            mcp_timeout_secs: flags.mcp_timeout.unwrap_or(base.mcp_timeout_secs),
             workspace,
             max_steps: flags.max_steps.unwrap_or(base.max_steps),
             max_tokens: flags.max_tokens.or(base.max_tokens),
@@ -140,10 +178,16 @@ impl RunConfig {
         }
     }
 
+    fn builtin_options(&self) -> BuiltinOptions {
+        BuiltinOptions {
+            allowed_commands: self.allow_cmd.clone(),
+        }
+    }
+
     fn tool_registry(&self) -> Result<ToolRegistry, CliError> {
         let mut registry = ToolRegistry::new();
         for name in &self.tools {
-            let tool = builtin_tool(name).ok_or_else(|| {
+            let tool = builtin_tool(name, &self.builtin_options()).ok_or_else(|| {
                 CliError::Usage(format!(
                     "unknown tool `{name}` in --tools; built-in tools are: {}",
                     BUILTIN_TOOLS.join(", ")
@@ -157,21 +201,37 @@ impl RunConfig {
     }
 
     /// The engine this configuration describes, with `console` (if any) and the
-    /// trace file as sinks.
+    /// trace file as sinks, and the MCP servers it started.
     pub async fn engine(
         &self,
         store: Arc<dyn EventStore>,
         console: Option<Arc<dyn EventSink>>,
-    ) -> Result<Engine, CliError> {
+    ) -> Result<Session, CliError> {
         let timeout = Duration::try_from_secs_f64(self.request_timeout_secs)
             .map_err(|err| CliError::Usage(format!("--request-timeout: {err}")))?;
         let model = crate::model::build(&self.model, store.as_ref(), timeout).await?;
+        let mut registry = self.tool_registry()?;
+        let servers = self.start_mcp_servers().await?;
+        for server in &servers {
+            for tool in server.tools() {
+                if let Err(err) = registry.register_shared(Arc::clone(tool)) {
+                    let message = format!("--mcp `{}`: {err}", server.command());
+                    Session::stop(servers).await;
+                    return Err(CliError::Usage(message));
+                }
+            }
+        }
         let mut builder = Engine::builder(model, Arc::new(ReAct::new()))
             .store(store)
-            .tools(self.tool_registry()?.into_toolbox())
+            .tools(registry.into_toolbox())
             .budgets(self.budgets())
             .workspace(self.workspace.clone())
             .max_output_tokens(Some(self.max_output_tokens));
+        if let Some(line) = &self.finish_when {
+            let gate = CommandGate::new(line, DEFAULT_GATE_TIMEOUT)
+                .map_err(|err| CliError::Usage(format!("--finish-when: {err}")))?;
+            builder = builder.completion_gate(Arc::new(gate));
+        }
         if let Some(path) = &self.trace {
             let mode: ContentMode = self
                 .trace_content
@@ -188,7 +248,47 @@ impl RunConfig {
         if let Some(console) = console {
             builder = builder.sink(console);
         }
-        Ok(builder.build())
+        Ok(Session {
+            engine: builder.build(),
+            servers,
+        })
+    }
+
+    async fn start_mcp_servers(&self) -> Result<Vec<McpServer>, CliError> {
+        let timeout = Duration::try_from_secs_f64(self.mcp_timeout_secs)
+            .map_err(|err| CliError::Usage(format!("--mcp-timeout: {err}")))?;
+        let mut servers = Vec::new();
+        for line in &self.mcp {
+            match McpServer::start(line, timeout).await {
+                Ok(server) => servers.push(server),
+                Err(err) => {
+                    Session::stop(servers).await;
+                    return Err(CliError::Usage(format!("--mcp: {err}")));
+                }
+            }
+        }
+        Ok(servers)
+    }
+}
+
+/// An engine and the MCP servers whose tools it offers; stop it when the run ends.
+pub struct Session {
+    /// The engine.
+    pub engine: Engine,
+    servers: Vec<McpServer>,
+}
+
+impl Session {
+    /// Drops the engine and stops every MCP server.
+    pub async fn shutdown(self) {
+        drop(self.engine);
+        Self::stop(self.servers).await;
+    }
+
+    async fn stop(servers: Vec<McpServer>) {
+        for server in servers {
+            server.shutdown().await;
+        }
     }
 }
 

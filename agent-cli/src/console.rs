@@ -45,6 +45,9 @@ impl EventSink for Console {
             EventKind::CircuitChanged { tool_name, state } => {
                 format!("         circuit of {tool_name} is now {state:?}")
             }
+            EventKind::FinishRejected { reason, .. } => {
+                format!("         finish refused: {reason}")
+            }
             EventKind::Resumed { .. } => format!("resumed session {}", event.session_id),
             EventKind::Cancelled { reason } => format!("cancelled: {reason}"),
             EventKind::ActionCompleted { observation } => {

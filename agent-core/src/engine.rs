@@ -22,6 +22,7 @@ use tokio::time::Instant;
 
 use crate::budget::{Budgets, Exhausted};
 use crate::event::{Event, EventKind};
+use crate::gate::CompletionGate;
 use crate::id::new_session_id;
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse, RetryNotice, RetryObserver};
 use crate::result::{BudgetKind, ExitReason, RunResult};
@@ -72,6 +73,7 @@ pub struct Engine {
     lease_ttl: Duration,
     lease_renewal: Duration,
     snapshot_every: Option<u64>,
+    gate: Option<Arc<dyn CompletionGate>>,
 }
 
 /// Builds an [`Engine`]; every setting but the model and strategy has a default.
@@ -133,6 +135,12 @@ impl EngineBuilder {
         self
     }
 
+    /// A gate every finish must pass; a refusal becomes feedback and the run goes on.
+    pub fn completion_gate(mut self, gate: Arc<dyn CompletionGate>) -> Self {
+        self.engine.gate = Some(gate);
+        self
+    }
+
     /// The finished engine.
     pub fn build(self) -> Engine {
         self.engine
@@ -155,6 +163,7 @@ impl Engine {
                 lease_ttl: DEFAULT_LEASE_TTL,
                 lease_renewal: DEFAULT_LEASE_RENEWAL,
                 snapshot_every: Some(DEFAULT_SNAPSHOT_EVERY),
+                gate: None,
             },
         }
     }
@@ -435,7 +444,7 @@ impl<'e> Driver<'e> {
                 Err(err) => self.record(internal_failure(err.to_string()))?,
                 Ok(Decision::CallModel(call)) => self.call_model(call).await?,
                 Ok(Decision::Dispatch(calls)) => self.dispatch(calls).await?,
-                Ok(Decision::Finish { answer }) => self.record(EventKind::Finished { answer })?,
+                Ok(Decision::Finish { answer }) => self.finish(answer).await?,
                 Ok(Decision::Fail { exit_reason, error }) => self.record(EventKind::Failed {
                     exit_reason,
                     budget: None,
@@ -580,6 +589,26 @@ impl<'e> Driver<'e> {
             error: Some(format!(
                 "the run exceeded its wall-time budget of {seconds}s"
             )),
+        }
+    }
+
+    /// Accepts a finish, after the completion gate if there is one.
+    async fn finish(&mut self, answer: String) -> Result<(), EngineError> {
+        let Some(gate) = self.engine.gate.clone() else {
+            return self.record(EventKind::Finished { answer });
+        };
+        match self
+            .bounded(gate.check(&answer, &self.engine.workspace))
+            .await
+        {
+            Bounded::Done(Ok(())) => self.record(EventKind::Finished { answer }),
+            Bounded::Done(Err(refusal)) => self.record(EventKind::FinishRejected {
+                answer,
+                reason: refusal.reason,
+                details: refusal.details,
+            }),
+            Bounded::TimedOut => self.record(self.wall_time_failure()),
+            Bounded::Interrupted => self.reload().await,
         }
     }
 

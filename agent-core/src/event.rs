@@ -127,6 +127,15 @@ pub enum EventKind {
         /// The result.
         observation: Observation,
     },
+    /// A completion gate refused the proposed finish; the model gets the reason.
+    FinishRejected {
+        /// The answer that was proposed.
+        answer: String,
+        /// One line saying what failed.
+        reason: String,
+        /// The evidence (for example the test output).
+        details: String,
+    },
     /// The session ended with an answer.
     Finished {
         /// The answer.
@@ -176,6 +185,7 @@ impl EventKind {
             Self::ActionAttemptFailed { .. } => "action_attempt_failed",
             Self::CircuitChanged { .. } => "circuit_changed",
             Self::ActionCompleted { .. } => "action_completed",
+            Self::FinishRejected { .. } => "finish_rejected",
             Self::Finished { .. } => "finished",
             Self::Resumed { .. } => "resumed",
             Self::Forked { .. } => "forked",

@@ -11,6 +11,7 @@ mod budget;
 mod control;
 mod engine;
 mod event;
+mod gate;
 mod history;
 mod id;
 mod model;
@@ -30,6 +31,7 @@ pub use engine::{
     DEFAULT_LEASE_RENEWAL, DEFAULT_LEASE_TTL, Engine, EngineBuilder, EngineError, INTERRUPTED,
 };
 pub use event::{Event, EventKind, SCHEMA_VERSION, now_millis};
+pub use gate::{CompletionGate, GateRefusal};
 pub use history::HistoryItem;
 pub use id::new_session_id;
 pub use model::{

@@ -342,7 +342,7 @@ impl SessionState {
                 }
                 true
             }
-            EventKind::Finished { .. } => {
+            EventKind::Finished { .. } | EventKind::FinishRejected { .. } => {
                 self.status == Status::Thinking && self.proposed_finish.is_some()
             }
             EventKind::Failed { .. }
@@ -441,6 +441,15 @@ impl SessionState {
                     );
                     self.status = Status::Observing;
                 }
+            }
+            EventKind::FinishRejected {
+                reason, details, ..
+            } => {
+                self.proposed_finish = None;
+                self.history.push(HistoryItem::Feedback {
+                    message: format!("{reason}\n{details}").trim_end().to_owned(),
+                });
+                self.status = Status::Observing;
             }
             EventKind::Finished { answer } => {
                 self.outcome = Some(Outcome {

@@ -5,19 +5,43 @@ use std::sync::Arc;
 use agent_core::Tool;
 
 use crate::calculator::Calculator;
+use crate::code::{EditFile, ListDir, ReadFile, RunCommand, Search, WriteFile};
 use crate::durability::{AppendLine, Sleep};
 
 /// Names of every built-in tool, sorted.
-pub const BUILTIN_TOOLS: &[&str] = &["append_line", "calculator", "sleep"];
+pub const BUILTIN_TOOLS: &[&str] = &[
+    "append_line",
+    "calculator",
+    "edit_file",
+    "list_dir",
+    "read_file",
+    "run_command",
+    "search",
+    "sleep",
+    "write_file",
+];
+
+/// Settings some built-in tools need.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BuiltinOptions {
+    /// Programs `run_command` may start (`--allow-cmd`).
+    pub allowed_commands: Vec<String>,
+}
 
 /// The built-in tool called `name`.
-pub fn builtin_tool(name: &str) -> Option<Arc<dyn Tool>> {
-    match name {
-        "append_line" => Some(Arc::new(AppendLine)),
-        "calculator" => Some(Arc::new(Calculator)),
-        "sleep" => Some(Arc::new(Sleep)),
-        _ => None,
-    }
+pub fn builtin_tool(name: &str, options: &BuiltinOptions) -> Option<Arc<dyn Tool>> {
+    Some(match name {
+        "append_line" => Arc::new(AppendLine),
+        "calculator" => Arc::new(Calculator),
+        "edit_file" => Arc::new(EditFile),
+        "list_dir" => Arc::new(ListDir),
+        "read_file" => Arc::new(ReadFile),
+        "run_command" => Arc::new(RunCommand::new(options.allowed_commands.clone())),
+        "search" => Arc::new(Search),
+        "sleep" => Arc::new(Sleep),
+        "write_file" => Arc::new(WriteFile),
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -27,8 +51,14 @@ mod tests {
     #[test]
     fn every_listed_name_is_a_tool_of_that_name() {
         for name in BUILTIN_TOOLS {
-            assert_eq!(builtin_tool(name).unwrap().spec().name, *name);
+            assert_eq!(
+                builtin_tool(name, &BuiltinOptions::default())
+                    .unwrap()
+                    .spec()
+                    .name,
+                *name
+            );
         }
-        assert!(builtin_tool("nope").is_none());
+        assert!(builtin_tool("nope", &BuiltinOptions::default()).is_none());
     }
 }

@@ -4,17 +4,24 @@
 
 mod builtin;
 pub mod calculator;
+pub mod code;
 mod durability;
+mod gate;
 pub mod layers;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod registry;
 pub mod testing;
 mod typed;
 mod validate;
 mod workspace;
 
-pub use builtin::{BUILTIN_TOOLS, builtin_tool};
+pub use builtin::{BUILTIN_TOOLS, BuiltinOptions, builtin_tool};
 pub use calculator::Calculator;
 pub use durability::{AppendLine, MAX_SLEEP_SECONDS, Sleep};
+pub use gate::{CommandGate, DEFAULT_GATE_TIMEOUT};
+#[cfg(feature = "mcp")]
+pub use mcp::{DEFAULT_MCP_TIMEOUT, McpError, McpServer};
 pub use registry::{RegistryError, ToolRegistry, Validated};
 pub use typed::{ToolArguments, ToolFuture, Typed, TypedTool, input_schema_for};
 pub use validate::{ArgumentValidator, InvalidSchema};

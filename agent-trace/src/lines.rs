@@ -90,6 +90,12 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
             "circuit_changed",
             json!({"tool_name": tool_name, "state": state}),
         )],
+        EventKind::FinishRejected {
+            reason, details, ..
+        } => vec![line(
+            "model_feedback",
+            json!({"error": reason, "output": mode.render(details)}),
+        )],
         EventKind::Resumed { reason } => vec![line("run_resumed", json!({"reason": reason}))],
         EventKind::Cancelled { reason } => vec![line(
             "run_finished",

@@ -13,6 +13,7 @@
 //! | `replay` (default) | [`providers::ReplayModel`], re-runs a recorded session |
 //! | `sqlite` (default) | [`store::SqliteStore`], the durable embedded store |
 //! | `derive` (default) | `#[derive(Tool)]` ([`tools::Tool`]) |
+//! | `mcp` | tools of Model Context Protocol servers ([`tools::McpServer`]) |
 //! | `full` | everything |
 //!
 //! ```

@@ -5,3 +5,5 @@
 //!   the result and the JSONL trace.
 //! - `custom_tool`: a tool written with `#[derive(Tool)]`, its generated spec, and
 //!   schema validation of a bad call.
+//! - `code_agent`: file tools and a `cargo test` completion gate fix a failing test
+//!   in a fixture crate (its own `[workspace]` and target dir).

@@ -34,7 +34,8 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
         recorded.trace = None;
     }
     let config = RunConfig::from_flags(&args.flags, Some(&recorded))?;
-    let engine = config.engine(store, console(args.flags.json)).await?;
-    let result = engine.resume(&args.session_id).await?;
-    report(&result, args.flags.json)
+    let session = config.engine(store, console(args.flags.json)).await?;
+    let outcome = session.engine.resume(&args.session_id).await;
+    session.shutdown().await;
+    report(&outcome?, args.flags.json)
 }

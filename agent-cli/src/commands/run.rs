@@ -15,11 +15,12 @@ use crate::store;
 pub async fn run(args: RunArgs) -> Result<u8, CliError> {
     let config = RunConfig::from_flags(&args.flags, None)?;
     let store = store::open(&args.flags.store.store)?;
-    let engine = config.engine(store, console(args.flags.json)).await?;
+    let session = config.engine(store, console(args.flags.json)).await?;
     let recorded = serde_json::to_value(&config)
         .map_err(|err| CliError::Internal(format!("cannot record the configuration: {err}")))?;
-    let result = engine.run(args.task, recorded).await?;
-    report(&result, args.flags.json)
+    let outcome = session.engine.run(args.task, recorded).await;
+    session.shutdown().await;
+    report(&outcome?, args.flags.json)
 }
 
 /// The console sink, unless output is JSON.

@@ -78,6 +78,7 @@ fn details(event: &Event) -> String {
             observation.content
         ),
         EventKind::Finished { answer } => answer.clone(),
+        EventKind::FinishRejected { reason, .. } => reason.clone(),
         EventKind::Failed {
             exit_reason, error, ..
         } => format!("{exit_reason}: {}", error.as_deref().unwrap_or("")),

@@ -1,0 +1,215 @@
+//! Running programs for tools and the completion gate: no shell, only programs on
+//! an allowlist, in the workspace, in their own process group (a timeout kills the
+//! whole group), with stdout and stderr capped.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use agent_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::AsyncReadExt;
+
+/// Bytes of stdout and of stderr kept; the rest is counted and dropped.
+pub const OUTPUT_CAP: usize = 16 * 1024;
+
+/// Timeout of a command when the call sets none.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Longest timeout a call may ask for.
+pub const MAX_COMMAND_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// What a finished (or killed) program left.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandOutput {
+    /// The exit code; `None` when it was killed or died by a signal.
+    pub exit_code: Option<i32>,
+    /// Captured stdout (capped).
+    pub stdout: String,
+    /// Captured stderr (capped).
+    pub stderr: String,
+    /// Whether the timeout killed it.
+    pub timed_out: bool,
+}
+
+impl CommandOutput {
+    /// Whether the program ran to the end and exited 0.
+    pub fn succeeded(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+
+    /// The observation text: exit code, stdout and stderr as JSON.
+    pub fn to_json(&self) -> Value {
+        json!({"exit_code": self.exit_code, "timed_out": self.timed_out, "stdout": self.stdout, "stderr": self.stderr})
+    }
+}
+
+/// Reads a stream to its end, keeping the first [`OUTPUT_CAP`] bytes.
+async fn capped(mut stream: impl tokio::io::AsyncRead + Unpin) -> String {
+    let mut kept = Vec::new();
+    let mut dropped = 0usize;
+    let mut buffer = [0u8; 8192];
+    loop {
+        match stream.read(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(read) => {
+                let room = OUTPUT_CAP.saturating_sub(kept.len());
+                kept.extend_from_slice(&buffer[..read.min(room)]);
+                dropped += read.saturating_sub(room);
+            }
+        }
+    }
+    let mut text = String::from_utf8_lossy(&kept).into_owned();
+    if dropped > 0 {
+        text.push_str(&format!("\n[{dropped} more bytes not shown]"));
+    }
+    text
+}
+
+/// Runs `program args…` in `dir`, killing its process group after `timeout`.
+pub async fn run_program(
+    program: &str,
+    args: &[String],
+    dir: &Path,
+    timeout: Duration,
+) -> Result<CommandOutput, ToolError> {
+    let mut child = tokio::process::Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|err| ToolError::failed(format!("cannot start `{program}`: {err}")))?;
+    let group = child
+        .id()
+        .and_then(|pid| rustix::process::Pid::from_raw(i32::try_from(pid).ok()?));
+    let stdout = tokio::spawn(capped(
+        child
+            .stdout
+            .take()
+            .ok_or_else(|| ToolError::Internal("no stdout pipe".into()))?,
+    ));
+    let stderr = tokio::spawn(capped(
+        child
+            .stderr
+            .take()
+            .ok_or_else(|| ToolError::Internal("no stderr pipe".into()))?,
+    ));
+    let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
+        Ok(status) => (status.ok(), false),
+        Err(_) => {
+            if let Some(group) = group {
+                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            }
+            (child.wait().await.ok(), true)
+        }
+    };
+    let stdout = stdout.await.unwrap_or_default();
+    let stderr = stderr.await.unwrap_or_default();
+    Ok(CommandOutput {
+        exit_code: if timed_out {
+            None
+        } else {
+            status.and_then(|s| s.code())
+        },
+        stdout,
+        stderr,
+        timed_out,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunCommandArgs {
+    program: String,
+    #[serde(default)]
+    args: Vec<String>,
+    timeout_secs: Option<f64>,
+}
+
+static RUN_COMMAND_SPEC: LazyLock<ToolSpec> = LazyLock::new(|| ToolSpec {
+    name: "run_command".into(),
+    description:
+        "Runs a program (no shell) in the workspace and returns its exit code, stdout and stderr. \
+                  Only allowed programs can run."
+            .into(),
+    input_schema: json!({
+        "type": "object",
+        "properties": {
+            "program": {"type": "string", "description": "The program, for example `cargo`."},
+            "args": {"type": "array", "items": {"type": "string"}, "description": "Its arguments, one per element."},
+            "timeout_secs": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_COMMAND_TIMEOUT.as_secs(),
+                             "description": "Kill it after this many seconds (default 120)."}
+        },
+        "required": ["program"],
+        "additionalProperties": false
+    }),
+    output_description: Some(
+        "JSON with exit_code, timed_out, stdout and stderr (each capped at 16 KiB)".into(),
+    ),
+    error_description: Some("a program that is not allowed or cannot start".into()),
+    idempotent: false,
+    needs_approval: false,
+});
+
+/// `run_command {program, args?, timeout_secs?}` for programs on the allowlist.
+#[derive(Debug, Clone, Default)]
+pub struct RunCommand {
+    allowed: Vec<String>,
+}
+
+impl RunCommand {
+    /// A tool that runs only `allowed` programs.
+    pub fn new(allowed: Vec<String>) -> Self {
+        Self { allowed }
+    }
+}
+
+#[async_trait]
+impl Tool for RunCommand {
+    fn spec(&self) -> &ToolSpec {
+        &RUN_COMMAND_SPEC
+    }
+
+    async fn call(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let args: RunCommandArgs = serde_json::from_value(arguments)
+            .map_err(|err| ToolError::InvalidArguments(err.to_string()))?;
+        if !self.allowed.contains(&args.program) {
+            let allowed = if self.allowed.is_empty() {
+                "none; start the run with --allow-cmd".to_owned()
+            } else {
+                self.allowed.join(", ")
+            };
+            return Err(ToolError::failed(format!(
+                "program `{}` is not allowed; allowed programs: {allowed}",
+                args.program
+            )));
+        }
+        let timeout = match args.timeout_secs {
+            Some(secs) => Duration::try_from_secs_f64(secs)
+                .ok()
+                .filter(|limit| *limit > Duration::ZERO && *limit <= MAX_COMMAND_TIMEOUT)
+                .ok_or_else(|| {
+                    ToolError::InvalidArguments(format!(
+                        "field `timeout_secs`: {secs} is out of range"
+                    ))
+                })?,
+            None => DEFAULT_COMMAND_TIMEOUT,
+        };
+        let output = run_program(&args.program, &args.args, &ctx.workspace, timeout).await?;
+        if output.timed_out {
+            return Err(ToolError::failed(format!(
+                "timed out after {}s; the process group was killed. {}",
+                timeout.as_secs_f64(),
+                output.to_json()
+            )));
+        }
+        Ok(output.to_json().to_string().into())
+    }
+}

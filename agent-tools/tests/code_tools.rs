@@ -1,0 +1,298 @@
+//! The code-agent tools inside a workspace: what they do, and that no path escapes
+//! the root — `..`, absolute paths elsewhere, symlinks pointing out, also for files
+//! that do not exist yet.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agent_core::{Tool, ToolContext, ToolError};
+use agent_tools::code::{EditFile, ListDir, ReadFile, RunCommand, Search, WriteFile};
+use serde_json::{Value, json};
+
+struct Sandbox {
+    root: PathBuf,
+}
+
+impl Sandbox {
+    fn new(name: &str) -> Self {
+        let root = std::env::temp_dir().join(format!("code-tools-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("ws/src")).unwrap();
+        std::fs::write(root.join("secret.txt"), "TOP SECRET").unwrap();
+        std::fs::write(
+            root.join("ws/src/lib.rs"),
+            "pub fn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n",
+        )
+        .unwrap();
+        Self { root }
+    }
+
+    fn ws(&self) -> PathBuf {
+        self.root.join("ws").canonicalize().unwrap()
+    }
+
+    fn ctx(&self) -> ToolContext {
+        ToolContext::new("s", "c", Arc::from(self.ws().as_path()))
+    }
+
+    async fn call(&self, tool: &dyn Tool, args: Value) -> Result<String, ToolError> {
+        tool.call(args, &self.ctx())
+            .await
+            .map(|output| output.content)
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+fn refused(result: Result<String, ToolError>) -> String {
+    match result {
+        Err(ToolError::Failed { message, .. }) if message.contains("refused") => message,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn no_tool_reaches_outside_the_workspace() {
+    let sandbox = Sandbox::new("escape");
+    let ws = sandbox.ws();
+    std::os::unix::fs::symlink(sandbox.root.join("secret.txt"), ws.join("link.txt")).unwrap();
+    std::os::unix::fs::symlink(&sandbox.root, ws.join("up")).unwrap();
+    let outside = sandbox.root.join("secret.txt").display().to_string();
+    for path in [
+        "../secret.txt",
+        "../../etc/passwd",
+        "/etc/passwd",
+        outside.as_str(),
+        "link.txt",
+        "src/../../secret.txt",
+        "up/secret.txt",
+    ] {
+        refused(sandbox.call(&ReadFile, json!({"path": path})).await);
+        refused(
+            sandbox
+                .call(&WriteFile, json!({"path": path, "content": "x"}))
+                .await,
+        );
+        refused(
+            sandbox
+                .call(&EditFile, json!({"path": path, "old": "TOP", "new": "x"}))
+                .await,
+        );
+    }
+    for path in ["..", "/", "up"] {
+        refused(sandbox.call(&ListDir, json!({"path": path})).await);
+        refused(
+            sandbox
+                .call(&Search, json!({"pattern": "SECRET", "path": path}))
+                .await,
+        );
+    }
+    refused(
+        sandbox
+            .call(
+                &WriteFile,
+                json!({"path": "up/new-file.txt", "content": "x"}),
+            )
+            .await,
+    );
+    refused(
+        sandbox
+            .call(
+                &WriteFile,
+                json!({"path": "../new-file.txt", "content": "x"}),
+            )
+            .await,
+    );
+    assert!(!sandbox.root.join("new-file.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(sandbox.root.join("secret.txt")).unwrap(),
+        "TOP SECRET"
+    );
+    let found = sandbox
+        .call(&Search, json!({"pattern": "SECRET"}))
+        .await
+        .unwrap();
+    assert!(
+        found.starts_with("no match"),
+        "search does not follow the symlinks out: {found}"
+    );
+}
+
+#[tokio::test]
+async fn read_list_write_and_edit_inside_the_workspace() {
+    let sandbox = Sandbox::new("files");
+    let text = sandbox
+        .call(
+            &ReadFile,
+            json!({"path": "src/lib.rs", "start_line": 2, "end_line": 2}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text, "    a - b");
+    assert!(matches!(
+        sandbox
+            .call(&ReadFile, json!({"path": "src/lib.rs", "start_line": 9}))
+            .await,
+        Err(ToolError::InvalidArguments(_))
+    ));
+    assert!(
+        sandbox
+            .call(&ReadFile, json!({"path": "missing.rs"}))
+            .await
+            .is_err()
+    );
+    std::fs::write(sandbox.ws().join("big.txt"), vec![b'x'; 2 * 1024 * 1024]).unwrap();
+    assert!(
+        sandbox
+            .call(&ReadFile, json!({"path": "big.txt"}))
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("more than")
+    );
+
+    sandbox
+        .call(
+            &WriteFile,
+            json!({"path": "notes/today.md", "content": "one\ntwo\n"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(sandbox.ws().join("notes/today.md")).unwrap(),
+        "one\ntwo\n"
+    );
+    let listing = sandbox.call(&ListDir, json!({"path": "."})).await.unwrap();
+    assert_eq!(listing, "big.txt\nnotes/\nsrc/");
+
+    sandbox
+        .call(
+            &EditFile,
+            json!({"path": "src/lib.rs", "old": "a - b", "new": "a + b"}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        std::fs::read_to_string(sandbox.ws().join("src/lib.rs"))
+            .unwrap()
+            .contains("a + b")
+    );
+    let missing = sandbox
+        .call(
+            &EditFile,
+            json!({"path": "src/lib.rs", "old": "a * b", "new": "x"}),
+        )
+        .await
+        .unwrap_err();
+    assert!(missing.to_string().contains("does not occur"), "{missing}");
+    let ambiguous = sandbox
+        .call(
+            &EditFile,
+            json!({"path": "notes/today.md", "old": "o", "new": "0"}),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        ambiguous.to_string().contains("occurs 2 times"),
+        "{ambiguous}"
+    );
+}
+
+#[tokio::test]
+async fn search_respects_gitignore_outside_a_git_repository() {
+    let sandbox = Sandbox::new("search");
+    let ws = sandbox.ws();
+    assert!(!ws.join(".git").exists());
+    std::fs::write(ws.join(".gitignore"), "target/\n").unwrap();
+    std::fs::create_dir_all(ws.join("target")).unwrap();
+    std::fs::write(ws.join("target/generated.rs"), "fn add() {}\n").unwrap();
+    let found = sandbox
+        .call(&Search, json!({"pattern": r"fn add\("}))
+        .await
+        .unwrap();
+    assert_eq!(found, "src/lib.rs:1: pub fn add(a: i32, b: i32) -> i32 {");
+    assert!(matches!(
+        sandbox.call(&Search, json!({"pattern": "("})).await,
+        Err(ToolError::InvalidArguments(_))
+    ));
+}
+
+#[tokio::test]
+async fn run_command_needs_the_allowlist_and_reports_exit_code_and_output() {
+    let sandbox = Sandbox::new("command");
+    let denied = sandbox
+        .call(&RunCommand::new(vec![]), json!({"program": "ls"}))
+        .await
+        .unwrap_err();
+    assert!(denied.to_string().contains("not allowed"), "{denied}");
+    let tool = RunCommand::new(vec!["sh".into(), "ls".into()]);
+    let output: Value = serde_json::from_str(
+        &sandbox
+            .call(
+                &tool,
+                json!({"program": "sh", "args": ["-c", "echo out; echo err >&2; exit 3"]}),
+            )
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        output,
+        json!({"exit_code": 3, "timed_out": false, "stdout": "out\n", "stderr": "err\n"})
+    );
+    let listed: Value =
+        serde_json::from_str(&sandbox.call(&tool, json!({"program": "ls"})).await.unwrap())
+            .unwrap();
+    assert_eq!(listed["stdout"], "src\n", "it runs in the workspace");
+    let big: Value = serde_json::from_str(
+        &sandbox
+            .call(
+                &tool,
+                json!({"program": "sh", "args": ["-c", "head -c 100000 /dev/zero | tr '\\0' a"]}),
+            )
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        big["stdout"]
+            .as_str()
+            .unwrap()
+            .ends_with("more bytes not shown]")
+    );
+}
+
+#[tokio::test]
+async fn a_timeout_kills_the_whole_process_group() {
+    let sandbox = Sandbox::new("timeout");
+    let tool = RunCommand::new(vec!["sh".into()]);
+    let started = Instant::now();
+    let err = sandbox
+        .call(&tool, json!({"program": "sh", "args": ["-c", "sleep 60 & echo $! > child.pid; wait"], "timeout_secs": 0.5}))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("timed out after 0.5s"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let pid = std::fs::read_to_string(sandbox.ws().join("child.pid")).unwrap();
+    let proc_dir = Path::new("/proc").join(pid.trim());
+    let gone = (0..100).any(|_| {
+        let dead = std::fs::read_to_string(proc_dir.join("stat"))
+            .map(|stat| {
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        if !dead {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        dead
+    });
+    assert!(gone, "the grandchild `sleep 60` was killed with its group");
+}

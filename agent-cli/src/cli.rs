@@ -28,6 +28,10 @@ pub enum Command {
     Cancel(SessionArgs),
     /// Copy a session's log up to a seq into a new session.
     Fork(ForkArgs),
+    /// Approve calls that wait for a human decision.
+    Approve(ApproveArgs),
+    /// Deny calls that wait for a human decision.
+    Deny(DenyArgs),
     /// Read traces.
     Trace {
         /// What to do with a trace.
@@ -117,6 +121,44 @@ pub struct ForkArgs {
     pub store: StoreArgs,
 }
 
+/// `agent approve ID [--call C] [--args JSON]`
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The session.
+    pub session_id: String,
+    /// Decide only this call (default: every waiting call).
+    #[arg(long, value_name = "CALL_ID")]
+    pub call: Option<String>,
+    /// Run the call with these arguments instead (a JSON object; needs --call when several wait).
+    #[arg(long, value_name = "JSON")]
+    pub args: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Where sessions are stored.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `agent deny ID [--call C] --reason TEXT`
+#[derive(Debug, Args)]
+pub struct DenyArgs {
+    /// The session.
+    pub session_id: String,
+    /// Decide only this call (default: every waiting call).
+    #[arg(long, value_name = "CALL_ID")]
+    pub call: Option<String>,
+    /// Why; the model receives it.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Where sessions are stored.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
 /// Flags that configure how a session runs.
 #[derive(Debug, Args)]
 pub struct RunFlags {
@@ -124,6 +166,12 @@ pub struct RunFlags {
     /// `anthropic:MODEL[@BASE_URL]` or `json:<spec>`; keys come from the environment.
     #[arg(long, value_name = "SPEC")]
     pub model: Option<String>,
+    /// How the session runs: `react` (default) or `plan-execute`.
+    #[arg(long, value_name = "NAME", value_parser = ["react", "plan-execute"])]
+    pub strategy: Option<String>,
+    /// Calls of these tools wait for a human decision (`agent approve` / `agent deny`).
+    #[arg(long, value_name = "a,b", value_delimiter = ',')]
+    pub approve_tools: Option<Vec<String>>,
     /// Built-in tools the model may call, comma-separated (default: none).
     #[arg(long, value_name = "a,b,c", value_delimiter = ',')]
     pub tools: Option<Vec<String>>,

@@ -5,17 +5,23 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent::strategies::ReAct;
+use agent::strategies::{ApprovalPolicy, Hitl, PlanExecute, ReAct};
 use agent::tools::{
     BUILTIN_TOOLS, BuiltinOptions, CommandGate, DEFAULT_GATE_TIMEOUT, McpServer, ToolRegistry,
     builtin_tool,
 };
 use agent::trace::{ContentMode, JsonlTrace};
-use agent::{Budgets, DEFAULT_MAX_STEPS, Engine, EventSink, EventStore};
+use agent::{
+    Budgets, DEFAULT_MAX_STEPS, Engine, EventSink, EventStore, ExecutionStrategy, Toolbox,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::RunFlags;
 use crate::error::CliError;
+
+fn default_strategy() -> String {
+    "react".into()
+}
 
 fn default_mcp_timeout() -> f64 {
     agent::tools::DEFAULT_MCP_TIMEOUT.as_secs_f64()
@@ -33,6 +39,12 @@ pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 1024;
 pub struct RunConfig {
     /// The model spec, never with a key; file paths made absolute.
     pub model: String,
+    /// `react` or `plan-execute`.
+    #[serde(default = "default_strategy")]
+    pub strategy: String,
+    /// Tools whose calls wait for a human decision.
+    #[serde(default)]
+    pub approve_tools: Vec<String>,
     /// Built-in tool names.
     pub tools: Vec<String>,
     /// Programs `run_command` may start.
@@ -107,6 +119,8 @@ impl RunConfig {
         };
         let base = recorded.cloned().unwrap_or_else(|| Self {
             model: String::new(),
+            strategy: default_strategy(),
+            approve_tools: Vec::new(),
             tools: Vec::new(),
             allow_cmd: Vec::new(),
             finish_when: None,
@@ -130,6 +144,14 @@ impl RunConfig {
         };
         let config = Self {
             model,
+            strategy: flags
+                .strategy
+                .clone()
+                .unwrap_or_else(|| base.strategy.clone()),
+            approve_tools: flags
+                .approve_tools
+                .clone()
+                .unwrap_or_else(|| base.approve_tools.clone()),
             tools,
             allow_cmd: flags
                 .allow_cmd
@@ -152,6 +174,13 @@ impl RunConfig {
             trace,
             trace_content: flags.trace_content.clone().unwrap_or(base.trace_content),
         };
+        for tool in &config.approve_tools {
+            if !config.tools.contains(tool) && config.mcp.is_empty() {
+                return Err(CliError::Usage(format!(
+                    "--approve-tools names `{tool}`, which is not among --tools"
+                )));
+            }
+        }
         config.tool_registry()?;
         Ok(config)
     }
@@ -221,9 +250,11 @@ impl RunConfig {
                 }
             }
         }
-        let mut builder = Engine::builder(model, Arc::new(ReAct::new()))
+        let toolbox = registry.into_toolbox();
+        let strategy = self.strategy(&toolbox)?;
+        let mut builder = Engine::builder(model, strategy)
             .store(store)
-            .tools(registry.into_toolbox())
+            .tools(toolbox)
             .budgets(self.budgets())
             .workspace(self.workspace.clone())
             .max_output_tokens(Some(self.max_output_tokens));
@@ -251,6 +282,28 @@ impl RunConfig {
         Ok(Session {
             engine: builder.build(),
             servers,
+        })
+    }
+
+    /// The strategy: ReAct or Plan-and-Execute, behind Human-in-the-Loop when any
+    /// call may need approval.
+    fn strategy(&self, toolbox: &Toolbox) -> Result<Arc<dyn ExecutionStrategy>, CliError> {
+        let specs = toolbox.specs();
+        let policy = ApprovalPolicy::new()
+            .tools(self.approve_tools.clone())
+            .flagged(&specs);
+        let needs_hitl =
+            !self.approve_tools.is_empty() || specs.iter().any(|spec| spec.needs_approval);
+        Ok(match (self.strategy.as_str(), needs_hitl) {
+            ("react", false) => Arc::new(ReAct::new()),
+            ("react", true) => Arc::new(Hitl::new(ReAct::new(), policy)),
+            ("plan-execute", false) => Arc::new(PlanExecute::new()),
+            ("plan-execute", true) => Arc::new(Hitl::new(PlanExecute::new(), policy)),
+            (other, _) => {
+                return Err(CliError::Usage(format!(
+                    "--strategy `{other}` is not known; use react or plan-execute"
+                )));
+            }
         })
     }
 

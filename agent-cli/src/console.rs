@@ -24,6 +24,9 @@ impl EventSink for Console {
                         format!("step {step:<3} -> {} {}", call.tool_name, call.arguments)
                     }
                     Action::Finish(_) => format!("step {step:<3} finish"),
+                    Action::Plan { steps } => {
+                        format!("step {step:<3} plan of {} step(s)", steps.len())
+                    }
                 })
                 .collect::<Vec<_>>()
                 .join("\n"),
@@ -45,6 +48,26 @@ impl EventSink for Console {
             EventKind::CircuitChanged { tool_name, state } => {
                 format!("         circuit of {tool_name} is now {state:?}")
             }
+            EventKind::ApprovalRequested { calls } => calls
+                .iter()
+                .map(|call| {
+                    format!(
+                        "         awaiting approval: {} {} [{}]",
+                        call.tool_name, call.arguments, call.id
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            EventKind::ApprovalDecided {
+                call_id,
+                decision,
+                by,
+                ..
+            } => {
+                format!("         [{call_id}] {} by {by}", decision.name())
+            }
+            EventKind::Strategy { name, data, .. } => format!("         {name}: {data}"),
+            EventKind::ResponseRefused { reason } => format!("step {step:<3} !! refused: {reason}"),
             EventKind::FinishRejected { reason, .. } => {
                 format!("         finish refused: {reason}")
             }
@@ -84,6 +107,15 @@ pub fn print_outcome(result: &RunResult) -> io::Result<()> {
     }
     if let Some(error) = &result.error {
         text.push_str(&format!("\nerror: {error}"));
+    }
+    for call in &result.pending {
+        text.push_str(&format!(
+            "\nwaiting for approval: {} {} [{}]\n  agent approve {} --call {}   (optionally --args '<JSON>')\n  agent deny {} --call {} --reason '<why>'",
+            call.tool_name, call.arguments, call.id, result.session_id, call.id, result.session_id, call.id
+        ));
+    }
+    if !result.pending.is_empty() {
+        text.push_str(&format!("\nthen: agent resume {}", result.session_id));
     }
     if result.exit_reason != ExitReason::Finished {
         text.push_str(&format!("\nsession: {}", result.session_id));

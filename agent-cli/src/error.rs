@@ -53,10 +53,10 @@ impl From<agent::ControlError> for CliError {
     fn from(err: agent::ControlError) -> Self {
         match err {
             agent::ControlError::Store(store) => store.into(),
-            usage
-            @ (agent::ControlError::Ended { .. } | agent::ControlError::OutOfRange { .. }) => {
-                Self::Usage(usage.to_string())
-            }
+            usage @ (agent::ControlError::Ended { .. }
+            | agent::ControlError::OutOfRange { .. }
+            | agent::ControlError::NothingPending { .. }
+            | agent::ControlError::NotPending { .. }) => Self::Usage(usage.to_string()),
             other => Self::Internal(other.to_string()),
         }
     }

@@ -45,6 +45,8 @@ async fn execute(cli: Cli) -> Result<u8, CliError> {
         Command::Show(args) => commands::show::show(args).await,
         Command::Cancel(args) => commands::cancel::cancel(args).await,
         Command::Fork(args) => commands::fork::fork(args).await,
+        Command::Approve(args) => commands::approve::approve(args).await,
+        Command::Deny(args) => commands::approve::deny(args).await,
         Command::Trace {
             command: TraceCommand::Show { file },
         } => commands::trace::show(&file),

@@ -39,7 +39,7 @@ fn tool_calls(events: &[agent::Event]) -> Vec<(String, Value)> {
         .flatten()
         .filter_map(|action| match action {
             Action::ToolCall(call) => Some((call.tool_name, call.arguments)),
-            Action::Finish(_) => None,
+            _ => None,
         })
         .collect()
 }

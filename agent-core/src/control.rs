@@ -2,7 +2,7 @@
 //! `agent cancel`. They append with optimistic concurrency like the engine does; the
 //! driving engine notices the write and stops.
 
-use crate::event::{Event, EventKind};
+use crate::event::{ApprovalDecision, Event, EventKind};
 use crate::id::new_session_id;
 use crate::state::{SessionState, StateError, Status};
 use crate::store::{Durability, EventStore, StoreError};
@@ -28,6 +28,24 @@ pub enum ControlError {
         at: u64,
         /// Its last seq.
         last: u64,
+    },
+    /// Nothing waits for a decision.
+    #[error("session `{session_id}` has no call waiting for approval ({status})")]
+    NothingPending {
+        /// The session.
+        session_id: String,
+        /// Its status.
+        status: String,
+    },
+    /// The named call does not wait for a decision.
+    #[error("call `{call_id}` of session `{session_id}` is not waiting for approval{detail}")]
+    NotPending {
+        /// The session.
+        session_id: String,
+        /// The call.
+        call_id: String,
+        /// More about why (already decided, unknown).
+        detail: String,
     },
     /// The session has already ended.
     #[error("session `{session_id}` has already ended ({status}); there is nothing to {action}")]
@@ -102,6 +120,85 @@ pub async fn fork_session(
         parent: session_id.to_owned(),
         at: cut,
     })
+}
+
+/// Records a human decision on the calls of `session_id` that wait for approval:
+/// on `call_id` alone, or on every waiting call when it is `None`. Returns the
+/// decided call ids. Deciding twice, deciding a call that is not waiting, or
+/// deciding when nothing waits (an ended session included) is an error.
+pub async fn decide_approval(
+    store: &dyn EventStore,
+    session_id: &str,
+    call_id: Option<&str>,
+    decision: ApprovalDecision,
+    by: &str,
+) -> Result<Vec<String>, ControlError> {
+    let mut attempts = 0;
+    loop {
+        let events = store.load(session_id).await?;
+        let mut state = SessionState::from_events(session_id, &events)?;
+        let waiting = state.undecided_calls();
+        if waiting.is_empty() {
+            return Err(ControlError::NothingPending {
+                session_id: session_id.to_owned(),
+                status: state.status().public().to_string(),
+            });
+        }
+        let chosen: Vec<String> = match call_id {
+            None => waiting.iter().map(|call| call.id.clone()).collect(),
+            Some(id) if waiting.iter().any(|call| call.id == id) => vec![id.to_owned()],
+            Some(id) => {
+                let detail = if state.is_decided(id) {
+                    ": it was already decided".to_owned()
+                } else {
+                    format!(
+                        "; waiting calls: {}",
+                        waiting
+                            .iter()
+                            .map(|call| call.id.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                };
+                return Err(ControlError::NotPending {
+                    session_id: session_id.to_owned(),
+                    call_id: id.to_owned(),
+                    detail,
+                });
+            }
+        };
+        let expected = state.last_seq();
+        let mut batch = Vec::new();
+        let mut remaining = waiting.len();
+        for id in &chosen {
+            remaining -= 1;
+            let event = Event::new(
+                session_id,
+                state.last_seq() + 1,
+                EventKind::ApprovalDecided {
+                    call_id: id.clone(),
+                    tool_name: waiting
+                        .iter()
+                        .find(|call| &call.id == id)
+                        .map(|call| call.tool_name.clone())
+                        .unwrap_or_default(),
+                    decision: decision.clone(),
+                    by: by.to_owned(),
+                    remaining: u32::try_from(remaining).unwrap_or(u32::MAX),
+                },
+            );
+            state.apply(&event)?;
+            batch.push(event);
+        }
+        match store
+            .append(session_id, expected, &batch, Durability::Full)
+            .await
+        {
+            Ok(()) => return Ok(chosen),
+            Err(StoreError::Conflict { .. }) if attempts < CONFLICT_RETRIES => attempts += 1,
+            Err(err) => return Err(err.into()),
+        }
+    }
 }
 
 /// Cancels a session that has not ended, also one whose process died. Returns

@@ -58,6 +58,19 @@ pub enum EngineError {
     /// The stored log cannot be folded.
     #[error("the session log is inconsistent: {0}")]
     State(#[from] StateError),
+    /// The session was started with another strategy; resuming it with this one
+    /// could drop what the original enforced (an approval policy, a graph).
+    #[error(
+        "session `{session_id}` was started with strategy `{recorded}`, but this engine runs `{engine}`; resume it with the same strategy"
+    )]
+    StrategyMismatch {
+        /// The session.
+        session_id: String,
+        /// Its strategy.
+        recorded: String,
+        /// This engine's strategy.
+        engine: String,
+    },
 }
 
 /// Drives sessions: one model, one strategy, a toolbox, a store, sinks and budgets.
@@ -221,8 +234,15 @@ impl Engine {
         lease: &Lease,
     ) -> Result<RunResult, EngineError> {
         let state = load_state(self.store.as_ref(), session_id).await?;
-        if let Some(result) = state.run_result() {
+        if let Some(result) = state.run_result().or_else(|| state.awaiting_result()) {
             return Ok(result);
+        }
+        if state.strategy() != self.strategy.name() {
+            return Err(EngineError::StrategyMismatch {
+                session_id: session_id.to_owned(),
+                recorded: state.strategy().to_owned(),
+                engine: self.strategy.name().to_owned(),
+            });
         }
         let mut driver = Driver::new(self, state, lease);
         driver.record(EventKind::Resumed {
@@ -230,6 +250,38 @@ impl Engine {
         })?;
         driver.needs_recovery = true;
         driver.drive().await
+    }
+
+    /// Approves the calls of a session that wait for a decision — `call_id` alone,
+    /// or all of them — optionally with edited arguments (checked against the
+    /// tool's schema when the call runs). Returns the decided call ids; resume the
+    /// session to run them.
+    pub async fn approve(
+        &self,
+        session_id: &str,
+        call_id: Option<&str>,
+        arguments: Option<Value>,
+        by: &str,
+    ) -> Result<Vec<String>, crate::control::ControlError> {
+        let decision = crate::event::ApprovalDecision::Approved { arguments };
+        crate::control::decide_approval(self.store.as_ref(), session_id, call_id, decision, by)
+            .await
+    }
+
+    /// Denies the calls of a session that wait for a decision; the model receives
+    /// `reason` as an error observation. Returns the decided call ids.
+    pub async fn deny(
+        &self,
+        session_id: &str,
+        call_id: Option<&str>,
+        reason: &str,
+        by: &str,
+    ) -> Result<Vec<String>, crate::control::ControlError> {
+        let decision = crate::event::ApprovalDecision::Denied {
+            reason: reason.to_owned(),
+        };
+        crate::control::decide_approval(self.store.as_ref(), session_id, call_id, decision, by)
+            .await
     }
 
     async fn lease_session(&self, session_id: &str) -> Result<Lease, EngineError> {
@@ -430,7 +482,11 @@ impl<'e> Driver<'e> {
 
     async fn drive(mut self) -> Result<RunResult, EngineError> {
         loop {
-            if let Some(result) = self.state.run_result() {
+            if let Some(result) = self
+                .state
+                .run_result()
+                .or_else(|| self.state.awaiting_result())
+            {
                 if self.flush(Durability::Full).await? {
                     return Ok(result);
                 }
@@ -445,6 +501,17 @@ impl<'e> Driver<'e> {
                 Ok(Decision::CallModel(call)) => self.call_model(call).await?,
                 Ok(Decision::Dispatch(calls)) => self.dispatch(calls).await?,
                 Ok(Decision::Finish { answer }) => self.finish(answer).await?,
+                Ok(Decision::AwaitApproval(calls)) => {
+                    self.record(EventKind::ApprovalRequested { calls })?;
+                }
+                Ok(Decision::Record { name, data }) => self.record(EventKind::Strategy {
+                    strategy: self.engine.strategy.name().to_owned(),
+                    name,
+                    data,
+                })?,
+                Ok(Decision::Refuse { reason }) => {
+                    self.record(EventKind::ResponseRefused { reason })?;
+                }
                 Ok(Decision::Fail { exit_reason, error }) => self.record(EventKind::Failed {
                     exit_reason,
                     budget: None,

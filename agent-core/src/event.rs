@@ -10,6 +10,33 @@ use crate::result::{BudgetKind, ExitReason};
 use crate::tool::CircuitState;
 use crate::types::{Action, Observation, ToolCall, Usage};
 
+/// A human's decision on a call that needed approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    /// Run the call, with these arguments instead of the proposed ones if given.
+    Approved {
+        /// Edited arguments.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arguments: Option<Value>,
+    },
+    /// Do not run it; the model receives the reason as an error observation.
+    Denied {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl ApprovalDecision {
+    /// `approved` or `denied`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Approved { .. } => "approved",
+            Self::Denied { .. } => "denied",
+        }
+    }
+}
+
 /// Version of the event JSON layout; written on every event.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -127,6 +154,39 @@ pub enum EventKind {
         /// The result.
         observation: Observation,
     },
+    /// Calls that wait for a human decision before they may run.
+    ApprovalRequested {
+        /// The calls, in proposal order.
+        calls: Vec<ToolCall>,
+    },
+    /// A human decided one call that waited for approval.
+    ApprovalDecided {
+        /// The call.
+        call_id: String,
+        /// Its tool.
+        tool_name: String,
+        /// Approve (possibly with edited arguments) or deny.
+        decision: ApprovalDecision,
+        /// Who decided.
+        by: String,
+        /// Calls of the turn still waiting for a decision after this one.
+        remaining: u32,
+    },
+    /// State a strategy owns (a plan, a step's result, a DAG node's output).
+    Strategy {
+        /// The strategy that wrote it.
+        strategy: String,
+        /// What it records, such as `plan_created`.
+        name: String,
+        /// The record.
+        data: Value,
+    },
+    /// The strategy refused the model's response (a plan where none fits, an
+    /// invalid plan); the model gets the reason as feedback.
+    ResponseRefused {
+        /// What was wrong.
+        reason: String,
+    },
     /// A completion gate refused the proposed finish; the model gets the reason.
     FinishRejected {
         /// The answer that was proposed.
@@ -185,6 +245,10 @@ impl EventKind {
             Self::ActionAttemptFailed { .. } => "action_attempt_failed",
             Self::CircuitChanged { .. } => "circuit_changed",
             Self::ActionCompleted { .. } => "action_completed",
+            Self::ApprovalRequested { .. } => "approval_requested",
+            Self::ApprovalDecided { .. } => "approval_decided",
+            Self::Strategy { .. } => "strategy",
+            Self::ResponseRefused { .. } => "response_refused",
             Self::FinishRejected { .. } => "finish_rejected",
             Self::Finished { .. } => "finished",
             Self::Resumed { .. } => "resumed",

@@ -26,11 +26,11 @@ mod tool;
 mod types;
 
 pub use budget::{Budgets, DEFAULT_MAX_STEPS, Exhausted};
-pub use control::{ControlError, Fork, cancel_session, fork_session};
+pub use control::{ControlError, Fork, cancel_session, decide_approval, fork_session};
 pub use engine::{
     DEFAULT_LEASE_RENEWAL, DEFAULT_LEASE_TTL, Engine, EngineBuilder, EngineError, INTERRUPTED,
 };
-pub use event::{Event, EventKind, SCHEMA_VERSION, now_millis};
+pub use event::{ApprovalDecision, Event, EventKind, SCHEMA_VERSION, now_millis};
 pub use gate::{CompletionGate, GateRefusal};
 pub use history::HistoryItem;
 pub use id::new_session_id;
@@ -40,7 +40,7 @@ pub use model::{
 pub use result::{BudgetKind, ExitReason, RunResult, RunUsage, UnknownBudget};
 pub use sink::{EventSink, SinkError};
 pub use snapshot::{DEFAULT_SNAPSHOT_EVERY, load_state, snapshot_of};
-pub use state::{PublicStatus, SessionState, StateError, Status, UnknownStatus};
+pub use state::{PublicStatus, SessionState, StateError, Status, StrategyRecord, UnknownStatus};
 pub use store::{
     Durability, EventStore, MemoryStore, SessionSummary, StoreError, check_batch, started_task,
     ttl_millis,
@@ -50,4 +50,4 @@ pub use tool::{
     AttemptFailure, CircuitState, DuplicateTool, IgnoreToolReports, Tool, ToolContext, ToolError,
     ToolObserver, ToolOutput, Toolbox,
 };
-pub use types::{Action, Finish, Observation, ToolCall, ToolSpec, Usage};
+pub use types::{Action, Finish, Observation, PlanStep, ToolCall, ToolSpec, Usage};

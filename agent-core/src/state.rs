@@ -7,10 +7,10 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::event::{Event, EventKind};
+use crate::event::{ApprovalDecision, Event, EventKind};
 use crate::history::HistoryItem;
 use crate::result::{BudgetKind, ExitReason, RunResult, RunUsage};
-use crate::types::{Action, Observation, ToolCall};
+use crate::types::{Action, Observation, PlanStep, ToolCall};
 
 /// The internal status of a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -28,6 +28,8 @@ pub enum Status {
     ActionExecuting,
     /// All calls of the last turn have results.
     Observing,
+    /// Calls wait for a human decision.
+    AwaitingApproval,
     /// Ended with an answer.
     Finished,
     /// Ended without an answer.
@@ -43,6 +45,7 @@ impl Status {
             Self::Finished => PublicStatus::Finished,
             Self::Error => PublicStatus::Failed,
             Self::Cancelled => PublicStatus::Cancelled,
+            Self::AwaitingApproval => PublicStatus::AwaitingApproval,
             Self::New
             | Self::Idle
             | Self::Thinking
@@ -73,6 +76,7 @@ impl Status {
             Self::Finished => "finished",
             Self::Error => "error",
             Self::Cancelled => "cancelled",
+            Self::AwaitingApproval => "awaiting_approval",
         }
     }
 }
@@ -89,6 +93,8 @@ impl fmt::Display for Status {
 pub enum PublicStatus {
     /// In progress, or its driving process died.
     Running,
+    /// Paused until a human decides on its pending calls.
+    AwaitingApproval,
     /// Ended with an answer.
     Finished,
     /// Ended with an error exit reason.
@@ -102,6 +108,7 @@ impl PublicStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Running => "running",
+            Self::AwaitingApproval => "awaiting_approval",
             Self::Finished => "finished",
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
@@ -114,6 +121,10 @@ impl PublicStatus {
             EventKind::Finished { .. } => Self::Finished,
             EventKind::Failed { .. } => Self::Failed,
             EventKind::Cancelled { .. } => Self::Cancelled,
+            EventKind::ApprovalRequested { .. } => Self::AwaitingApproval,
+            EventKind::ApprovalDecided { remaining, .. } if *remaining > 0 => {
+                Self::AwaitingApproval
+            }
             _ => Self::Running,
         }
     }
@@ -127,7 +138,7 @@ impl fmt::Display for PublicStatus {
 
 /// A status name that is not a public status.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown status `{0}`: expected running, finished, failed or cancelled")]
+#[error("unknown status `{0}`: expected running, awaiting_approval, finished, failed or cancelled")]
 pub struct UnknownStatus(pub String);
 
 impl std::str::FromStr for PublicStatus {
@@ -136,6 +147,7 @@ impl std::str::FromStr for PublicStatus {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "running" => Ok(Self::Running),
+            "awaiting_approval" => Ok(Self::AwaitingApproval),
             "finished" => Ok(Self::Finished),
             "failed" => Ok(Self::Failed),
             "cancelled" => Ok(Self::Cancelled),
@@ -187,6 +199,26 @@ struct TurnCall {
     call: ToolCall,
     dispatched: bool,
     observation: Option<Observation>,
+    /// Whether the call waits (or waited) for a human decision.
+    #[serde(default)]
+    needs_decision: bool,
+    #[serde(default)]
+    decision: Option<ApprovalDecision>,
+}
+
+/// State a strategy recorded, with where the session stood when it did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StrategyRecord {
+    /// The strategy that wrote it.
+    pub strategy: String,
+    /// What it records.
+    pub name: String,
+    /// The record.
+    pub data: Value,
+    /// Length of the history when it was recorded.
+    pub history_len: usize,
+    /// Steps used when it was recorded.
+    pub steps_used: u32,
 }
 
 /// How a session ended.
@@ -216,6 +248,10 @@ pub struct SessionState {
     history: Vec<HistoryItem>,
     turn: Vec<TurnCall>,
     proposed_finish: Option<String>,
+    #[serde(default)]
+    proposed_plan: Option<Vec<PlanStep>>,
+    #[serde(default)]
+    records: Vec<StrategyRecord>,
     last_output_rejected: bool,
     outcome: Option<Outcome>,
 }
@@ -238,6 +274,8 @@ impl SessionState {
             history: Vec::new(),
             turn: Vec::new(),
             proposed_finish: None,
+            proposed_plan: None,
+            records: Vec::new(),
             last_output_rejected: false,
             outcome: None,
         }
@@ -297,11 +335,12 @@ impl SessionState {
                 if !matches!(self.status, Status::ActionPending | Status::ActionExecuting) {
                     return Err(illegal());
                 }
-                if !self
-                    .turn
-                    .iter()
-                    .any(|pending| pending.call.id == call.id && !pending.dispatched)
-                {
+                if !self.turn.iter().any(|pending| {
+                    pending.call.id == call.id
+                        && !pending.dispatched
+                        && (!pending.needs_decision
+                            || matches!(pending.decision, Some(ApprovalDecision::Approved { .. })))
+                }) {
                     return Err(StateError::UnexpectedCall {
                         event: kind.name(),
                         call_id: call.id.clone(),
@@ -345,6 +384,48 @@ impl SessionState {
             EventKind::Finished { .. } | EventKind::FinishRejected { .. } => {
                 self.status == Status::Thinking && self.proposed_finish.is_some()
             }
+            EventKind::ResponseRefused { .. } => {
+                self.status == Status::Thinking
+                    && (self.proposed_finish.is_some() || self.proposed_plan.is_some())
+            }
+            EventKind::Strategy { .. } => {
+                matches!(
+                    self.status,
+                    Status::Idle | Status::Thinking | Status::Observing
+                )
+            }
+            EventKind::ApprovalRequested { calls } => {
+                if self.status != Status::ActionPending || calls.is_empty() {
+                    return Err(illegal());
+                }
+                if let Some(call) = calls.iter().find(|call| {
+                    !self
+                        .turn
+                        .iter()
+                        .any(|p| p.call.id == call.id && !p.dispatched && !p.needs_decision)
+                }) {
+                    return Err(StateError::UnexpectedCall {
+                        event: kind.name(),
+                        call_id: call.id.clone(),
+                    });
+                }
+                true
+            }
+            EventKind::ApprovalDecided {
+                call_id, remaining, ..
+            } => {
+                if self.status != Status::AwaitingApproval {
+                    return Err(illegal());
+                }
+                let waiting = self.undecided_calls();
+                if !waiting.iter().any(|call| &call.id == call_id) {
+                    return Err(StateError::UnexpectedCall {
+                        event: kind.name(),
+                        call_id: call_id.clone(),
+                    });
+                }
+                *remaining as usize + 1 == waiting.len()
+            }
             EventKind::Failed { .. }
             | EventKind::Cancelled { .. }
             | EventKind::Resumed { .. }
@@ -369,6 +450,7 @@ impl SessionState {
             EventKind::ModelRequested { .. } => {
                 self.status = Status::Thinking;
                 self.proposed_finish = None;
+                self.proposed_plan = None;
             }
             EventKind::ModelResponded {
                 actions,
@@ -389,6 +471,10 @@ impl SessionState {
                         Action::Finish(finish) => Some(finish.answer.clone()),
                         _ => None,
                     });
+                    self.proposed_plan = actions.iter().find_map(|action| match action {
+                        Action::Plan { steps } => Some(steps.clone()),
+                        _ => None,
+                    });
                 } else {
                     self.history.push(HistoryItem::ToolCalls {
                         calls: calls.clone(),
@@ -400,6 +486,8 @@ impl SessionState {
                             call,
                             dispatched: false,
                             observation: None,
+                            needs_decision: false,
+                            decision: None,
                         })
                         .collect();
                     self.status = Status::ActionPending;
@@ -432,15 +520,54 @@ impl SessionState {
                 {
                     pending.observation = Some(observation.clone());
                 }
-                if self.turn.iter().all(|p| p.observation.is_some()) {
-                    let turn = std::mem::take(&mut self.turn);
-                    self.history.extend(
-                        turn.into_iter()
-                            .filter_map(|p| p.observation)
-                            .map(|observation| HistoryItem::Observation { observation }),
-                    );
+                self.close_turn_if_complete();
+            }
+            EventKind::ApprovalRequested { calls } => {
+                for pending in &mut self.turn {
+                    if calls.iter().any(|call| call.id == pending.call.id) {
+                        pending.needs_decision = true;
+                    }
+                }
+                self.status = Status::AwaitingApproval;
+            }
+            EventKind::ApprovalDecided {
+                call_id,
+                decision,
+                by,
+                remaining,
+                ..
+            } => {
+                self.decide(call_id, decision, by);
+                if *remaining == 0 {
+                    self.status = Status::ActionPending;
+                    self.close_turn_if_complete();
+                }
+            }
+            EventKind::Strategy {
+                strategy,
+                name,
+                data,
+            } => {
+                self.records.push(StrategyRecord {
+                    strategy: strategy.clone(),
+                    name: name.clone(),
+                    data: data.clone(),
+                    history_len: self.history.len(),
+                    steps_used: self.steps_used,
+                });
+                if self.status == Status::Thinking {
+                    self.proposed_finish = None;
+                    self.proposed_plan = None;
                     self.status = Status::Observing;
                 }
+            }
+            EventKind::ResponseRefused { reason } => {
+                self.proposed_finish = None;
+                self.proposed_plan = None;
+                self.history.push(HistoryItem::Feedback {
+                    message: reason.clone(),
+                });
+                self.status = Status::Observing;
             }
             EventKind::FinishRejected {
                 reason, details, ..
@@ -486,6 +613,51 @@ impl SessionState {
                     error: error.clone(),
                 });
                 self.status = Status::Error;
+            }
+        }
+    }
+
+    /// Moves a turn whose calls all have results into the history, in proposal order.
+    fn close_turn_if_complete(&mut self) {
+        if self.turn.iter().all(|p| p.observation.is_some()) {
+            let turn = std::mem::take(&mut self.turn);
+            self.history.extend(
+                turn.into_iter()
+                    .filter_map(|p| p.observation)
+                    .map(|observation| HistoryItem::Observation { observation }),
+            );
+            self.status = Status::Observing;
+        }
+    }
+
+    /// Applies a human decision to a waiting call: edited arguments replace the
+    /// proposed ones (in the history too), a denial becomes its error observation.
+    fn decide(&mut self, call_id: &str, decision: &ApprovalDecision, by: &str) {
+        let Some(pending) = self.turn.iter_mut().find(|p| p.call.id == call_id) else {
+            return;
+        };
+        pending.decision = Some(decision.clone());
+        match decision {
+            ApprovalDecision::Approved {
+                arguments: Some(arguments),
+            } => {
+                pending.call.arguments = arguments.clone();
+                if let Some(HistoryItem::ToolCalls { calls, .. }) = self
+                    .history
+                    .iter_mut()
+                    .rev()
+                    .find(|item| matches!(item, HistoryItem::ToolCalls { .. }))
+                    && let Some(call) = calls.iter_mut().find(|call| call.id == call_id)
+                {
+                    call.arguments = arguments.clone();
+                }
+            }
+            ApprovalDecision::Approved { arguments: None } => {}
+            ApprovalDecision::Denied { reason } => {
+                pending.observation = Some(Observation::error(
+                    &pending.call,
+                    format!("denied by {by}: {reason}"),
+                ));
             }
         }
     }
@@ -557,11 +729,12 @@ impl SessionState {
         &self.history
     }
 
-    /// Calls of the current turn that are not dispatched yet, in proposal order.
+    /// Calls of the current turn that are not dispatched yet and have no result
+    /// (a denied call has its result), in proposal order.
     pub fn undispatched_calls(&self) -> Vec<ToolCall> {
         self.turn
             .iter()
-            .filter(|p| !p.dispatched)
+            .filter(|p| !p.dispatched && p.observation.is_none())
             .map(|p| p.call.clone())
             .collect()
     }
@@ -587,6 +760,47 @@ impl SessionState {
     /// The answer of a finish the model proposed in the current step, if any.
     pub fn proposed_finish(&self) -> Option<&str> {
         self.proposed_finish.as_deref()
+    }
+
+    /// The plan the model proposed in the current step, if any.
+    pub fn proposed_plan(&self) -> Option<&[PlanStep]> {
+        self.proposed_plan.as_deref()
+    }
+
+    /// Everything strategies recorded, in log order.
+    pub fn records(&self) -> &[StrategyRecord] {
+        &self.records
+    }
+
+    /// Calls of the current turn that need a decision and have none, in proposal order.
+    pub fn undecided_calls(&self) -> Vec<ToolCall> {
+        self.turn
+            .iter()
+            .filter(|p| p.needs_decision && p.decision.is_none())
+            .map(|p| p.call.clone())
+            .collect()
+    }
+
+    /// Whether a call of the current turn has been decided (approved or denied).
+    pub fn is_decided(&self, call_id: &str) -> bool {
+        self.turn
+            .iter()
+            .any(|p| p.call.id == call_id && p.decision.is_some())
+    }
+
+    /// The result to report while calls wait for approval; `None` otherwise.
+    pub fn awaiting_result(&self) -> Option<RunResult> {
+        let pending = self.undecided_calls();
+        (self.status == Status::AwaitingApproval && !pending.is_empty()).then(|| RunResult {
+            session_id: self.session_id.clone(),
+            exit_reason: ExitReason::AwaitingApproval,
+            answer: None,
+            steps_used: self.steps_used,
+            usage: self.usage,
+            budget: None,
+            error: None,
+            pending,
+        })
     }
 
     /// Whether the last model output was rejected.

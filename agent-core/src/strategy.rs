@@ -1,6 +1,8 @@
 //! The `ExecutionStrategy` trait: given the state, decide the next effect. A
 //! strategy does no I/O; the engine performs what it decides.
 
+use serde_json::Value;
+
 use crate::history::HistoryItem;
 use crate::result::ExitReason;
 use crate::state::SessionState;
@@ -23,6 +25,21 @@ pub enum Decision {
     CallModel(ModelCall),
     /// Run these calls (of the current turn), concurrently.
     Dispatch(Vec<ToolCall>),
+    /// Pause until a human decides on these calls of the current turn.
+    AwaitApproval(Vec<ToolCall>),
+    /// Record state the strategy owns (a plan, a step's result).
+    Record {
+        /// What it records, such as `plan_created`.
+        name: String,
+        /// The record.
+        data: Value,
+    },
+    /// Refuse the model's response (a plan where none fits, an invalid plan); the
+    /// model gets `reason` as feedback and is asked again.
+    Refuse {
+        /// What was wrong.
+        reason: String,
+    },
     /// Accept the proposed finish and end the run with this answer.
     Finish {
         /// The answer.
@@ -49,7 +66,8 @@ pub struct StrategyError {
 
 /// Decides a session's next effect from its state alone.
 pub trait ExecutionStrategy: Send + Sync {
-    /// The name recorded in `SessionStarted`.
+    /// The name recorded in `SessionStarted`; a session is only resumed by an
+    /// engine whose strategy has the same name.
     fn name(&self) -> &str;
 
     /// The next effect. Never called on an ended session.

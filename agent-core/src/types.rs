@@ -25,6 +25,16 @@ pub struct Finish {
     pub answer: String,
 }
 
+/// One step of a plan written by a planning model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanStep {
+    /// What the step must achieve.
+    pub goal: String,
+    /// The tool the planner expects the step to use, if it named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+}
+
 /// Something a model proposes. The runtime decides whether and how it happens.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -33,6 +43,11 @@ pub enum Action {
     ToolCall(ToolCall),
     /// End the run with an answer.
     Finish(Finish),
+    /// A plan of steps (for planning strategies).
+    Plan {
+        /// The steps, in order.
+        steps: Vec<PlanStep>,
+    },
 }
 
 /// The result of one tool call, as the model will see it.

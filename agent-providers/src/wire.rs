@@ -4,12 +4,13 @@
 //! {"type":"tool_call","tool_name":"calculator","arguments":{"left":1,"operation":"add","right":2}}
 //! {"type":"tool_calls","calls":[{"tool_name":"calculator","arguments":{}}, …]}
 //! {"type":"finish","answer":"…"}
+//! {"type":"plan","steps":[{"goal":"…","tool":"calculator"}, …]}   (planning strategies; `tool` optional)
 //! ```
 //!
 //! Unknown, missing or mistyped fields, an unknown `type`, repeated keys and
 //! non-JSON text are all rejected with a message saying exactly what is wrong.
 
-use agent_core::{Action, Finish, ToolCall, strict_json};
+use agent_core::{Action, Finish, PlanStep, ToolCall, strict_json};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -32,6 +33,17 @@ enum WireAction {
     Finish {
         answer: String,
     },
+    Plan {
+        steps: Vec<WirePlanStep>,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WirePlanStep {
+    goal: String,
+    #[serde(default)]
+    tool: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -55,6 +67,25 @@ pub fn parse_actions(text: &str, step: u32) -> Result<Vec<Action>, String> {
         .map_err(|err| format!("the action is not valid: {err}; {WIRE_FORMAT_HINT}"))?;
     let calls = match action {
         WireAction::Finish { answer } => return Ok(vec![Action::Finish(Finish { answer })]),
+        WireAction::Plan { steps } => {
+            if steps.is_empty() {
+                return Err("a plan needs at least one step in `steps`".into());
+            }
+            if let Some(index) = steps.iter().position(|step| step.goal.trim().is_empty()) {
+                return Err(format!(
+                    "step {} of the plan has an empty `goal`",
+                    index + 1
+                ));
+            }
+            let steps = steps
+                .into_iter()
+                .map(|step| PlanStep {
+                    goal: step.goal,
+                    tool: step.tool,
+                })
+                .collect();
+            return Ok(vec![Action::Plan { steps }]);
+        }
         WireAction::ToolCall {
             tool_name,
             arguments,
@@ -144,6 +175,12 @@ mod tests {
                 .contains("duplicate key `a`")
         );
         assert!(error_of(r#"{"type":"tool_calls","calls":[]}"#).contains("at least one call"));
+        assert!(error_of(r#"{"type":"plan","steps":[]}"#).contains("at least one step"));
+        assert!(error_of(r#"{"type":"plan","steps":[{"goal":" "}]}"#).contains("empty `goal`"));
+        assert!(
+            error_of(r#"{"type":"plan","steps":[{"goal":"a","how":"b"}]}"#)
+                .contains("unknown field `how`")
+        );
         assert!(
             error_of(r#"{"type":"tool_calls","calls":[{"tool_name":"a","arguments":{},"x":1}]}"#)
                 .contains("unknown field `x`")

@@ -239,7 +239,7 @@ async fn openai_parses_parallel_calls_usage_and_sends_the_key_as_bearer() {
         .iter()
         .map(|a| match a {
             Action::ToolCall(c) => c.tool_name.as_str(),
-            Action::Finish(_) => "finish",
+            _ => "not a tool call",
         })
         .collect();
     assert_eq!(names, ["calculator", "weather"]);

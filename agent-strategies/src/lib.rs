@@ -1,9 +1,21 @@
 //! Execution strategies for the agent runtime, each behind a feature of its name.
 //!
 //! - `react`: [`ReAct`], think → act → observe with concurrent tool calls.
+//! - `plan-execute`: [`PlanExecute`], a validated plan, one bounded sub-loop per
+//!   step, one replan on failure, a composed answer.
+//! - `hitl`: [`Hitl`], wraps any strategy; calls its [`ApprovalPolicy`] marks wait
+//!   for a human decision.
 
+#[cfg(feature = "hitl")]
+mod hitl;
+#[cfg(feature = "plan-execute")]
+mod plan_execute;
 #[cfg(feature = "react")]
 mod react;
 
+#[cfg(feature = "hitl")]
+pub use hitl::{ApprovalPolicy, CallPredicate, Hitl};
+#[cfg(feature = "plan-execute")]
+pub use plan_execute::{DEFAULT_STEPS_PER_PLAN_STEP, PlanExecute};
 #[cfg(feature = "react")]
 pub use react::{REACT_INSTRUCTIONS, ReAct};

@@ -48,14 +48,19 @@ impl ExecutionStrategy for ReAct {
     fn next(&self, state: &SessionState) -> Result<Decision, StrategyError> {
         match state.status() {
             Status::Idle | Status::Observing => Ok(self.model_call(state)),
-            Status::Thinking => match state.proposed_finish() {
-                Some(answer) => Ok(Decision::Finish {
+            Status::Thinking => match (state.proposed_finish(), state.proposed_plan()) {
+                (Some(answer), _) => Ok(Decision::Finish {
                     answer: answer.to_owned(),
                 }),
-                None => Err(self.stuck("the model call has no response")),
+                (None, Some(_)) => Ok(Decision::Refuse {
+                    reason: "a plan is not used here: call a tool, or finish with the answer"
+                        .into(),
+                }),
+                (None, None) => Err(self.stuck("the model call has no response")),
             },
             Status::ActionPending => Ok(Decision::Dispatch(state.undispatched_calls())),
             status @ (Status::New
+            | Status::AwaitingApproval
             | Status::ActionExecuting
             | Status::Finished
             | Status::Error

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use agent_core::{Action, Event, EventKind, ExitReason, ToolCall};
+use agent_core::{Action, ApprovalDecision, Event, EventKind, ExitReason, ToolCall};
 use serde_json::{Map, Value, json};
 
 use crate::summary::ContentMode;
@@ -90,6 +90,50 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
             "circuit_changed",
             json!({"tool_name": tool_name, "state": state}),
         )],
+        EventKind::ApprovalRequested { calls } => calls
+            .iter()
+            .map(|call| {
+                line(
+                    "approval_requested",
+                    json!({"call_id": call.id, "tool_name": call.tool_name, "decision": "pending"}),
+                )
+            })
+            .collect(),
+        EventKind::ApprovalDecided {
+            call_id,
+            tool_name,
+            decision,
+            by,
+            ..
+        } => {
+            let mut lines = vec![line(
+                "approval_decided",
+                json!({"call_id": call_id, "tool_name": tool_name, "decision": decision.name(), "by": by}),
+            )];
+            if let ApprovalDecision::Denied { reason } = decision {
+                lines.push(line(
+                    "observation",
+                    json!({
+                        "call_id": call_id,
+                        "tool_name": tool_name,
+                        "output": mode.render(&format!("denied by {by}: {reason}")),
+                        "is_error": true,
+                    }),
+                ));
+            }
+            lines
+        }
+        EventKind::Strategy {
+            strategy,
+            name,
+            data,
+        } => vec![line(
+            name,
+            json!({"strategy": strategy, "data": mode.render(&data.to_string())}),
+        )],
+        EventKind::ResponseRefused { reason } => {
+            vec![line("model_feedback", json!({"error": reason}))]
+        }
         EventKind::FinishRejected {
             reason, details, ..
         } => vec![line(
@@ -113,7 +157,7 @@ fn action_fields(actions: &[Action], mode: ContentMode) -> Map<String, Value> {
         .iter()
         .filter_map(|action| match action {
             Action::ToolCall(call) => Some(call),
-            Action::Finish(_) => None,
+            _ => None,
         })
         .collect();
     let mut fields = Map::new();
@@ -122,12 +166,25 @@ fn action_fields(actions: &[Action], mode: ContentMode) -> Map<String, Value> {
         .filter_map(|call| call.arguments.as_object())
         .flat_map(|arguments| arguments.keys().map(String::as_str))
         .collect();
+    let plan = actions.iter().find_map(|action| match action {
+        Action::Plan { steps } => Some(steps),
+        _ => None,
+    });
     match calls.as_slice() {
+        [] if plan.is_some() => {
+            let steps = plan.map(Vec::as_slice).unwrap_or_default();
+            fields.insert("action_type".into(), json!("plan"));
+            fields.insert("plan_steps".into(), json!(steps.len()));
+            fields.insert(
+                "output".into(),
+                json!(mode.render(&json!(steps).to_string())),
+            );
+        }
         [] => {
             fields.insert("action_type".into(), json!("finish"));
             let answer = actions.iter().find_map(|action| match action {
                 Action::Finish(finish) => Some(finish.answer.as_str()),
-                Action::ToolCall(_) => None,
+                _ => None,
             });
             fields.insert(
                 "output".into(),

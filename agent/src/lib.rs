@@ -7,6 +7,8 @@
 //! | feature | gives |
 //! |---|---|
 //! | `react` (default) | [`strategies::ReAct`] |
+//! | `plan-execute` | [`strategies::PlanExecute`] |
+//! | `hitl` | [`strategies::Hitl`] with an [`strategies::ApprovalPolicy`] |
 //! | `scripted` (default) | [`providers::ScriptedModel`] |
 //! | `openai` | [`providers::OpenAi`]: Chat Completions and compatible servers |
 //! | `anthropic` | [`providers::Anthropic`]: the Messages API |
@@ -81,7 +83,7 @@ pub mod providers {
 }
 
 /// Execution strategies.
-#[cfg(feature = "react")]
+#[cfg(any(feature = "react", feature = "plan-execute", feature = "hitl"))]
 pub mod strategies {
     pub use agent_strategies::*;
 }
@@ -101,8 +103,12 @@ pub mod prelude {
     pub use agent_providers::ScriptedModel;
     #[cfg(feature = "sqlite")]
     pub use agent_store::SqliteStore;
+    #[cfg(feature = "plan-execute")]
+    pub use agent_strategies::PlanExecute;
     #[cfg(feature = "react")]
     pub use agent_strategies::ReAct;
+    #[cfg(feature = "hitl")]
+    pub use agent_strategies::{ApprovalPolicy, Hitl};
     #[cfg(feature = "derive")]
     pub use agent_tools::Tool;
     pub use agent_tools::{Calculator, ToolRegistry, TypedTool};

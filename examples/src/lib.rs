@@ -7,3 +7,7 @@
 //!   schema validation of a bad call.
 //! - `code_agent`: file tools and a `cargo test` completion gate fix a failing test
 //!   in a fixture crate (its own `[workspace]` and target dir).
+//! - `plan_execute`: a two-step plan, each step a bounded ReAct loop, and a
+//!   composed answer.
+//! - `approval`: a call that needs approval pauses the session; the code approves
+//!   it and resumes.

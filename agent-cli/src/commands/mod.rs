@@ -1,5 +1,6 @@
 //! One module per `agent` command.
 
+pub mod approve;
 pub mod cancel;
 pub mod fork;
 pub mod resume;

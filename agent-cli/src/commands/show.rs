@@ -65,6 +65,14 @@ fn details(event: &Event) -> String {
                     format!("{} {} [{}]", call.tool_name, call.arguments, call.id)
                 }
                 Action::Finish(finish) => format!("finish: {}", finish.answer),
+                Action::Plan { steps } => format!(
+                    "plan: {}",
+                    steps
+                        .iter()
+                        .map(|step| step.goal.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" | ")
+                ),
             })
             .collect::<Vec<_>>()
             .join("; "),
@@ -78,6 +86,19 @@ fn details(event: &Event) -> String {
             observation.content
         ),
         EventKind::Finished { answer } => answer.clone(),
+        EventKind::ApprovalRequested { calls } => calls
+            .iter()
+            .map(|call| format!("{} {} [{}]", call.tool_name, call.arguments, call.id))
+            .collect::<Vec<_>>()
+            .join("; "),
+        EventKind::ApprovalDecided {
+            call_id,
+            decision,
+            by,
+            ..
+        } => format!("[{call_id}] {} by {by}", decision.name()),
+        EventKind::Strategy { name, data, .. } => format!("{name} {data}"),
+        EventKind::ResponseRefused { reason } => reason.clone(),
         EventKind::FinishRejected { reason, .. } => reason.clone(),
         EventKind::Failed {
             exit_reason, error, ..

@@ -202,3 +202,52 @@ fn a_diverging_replay_stops_with_provider_error_naming_the_step() {
     let unknown = scratch.agent(&["run", "t", "--model", "replay:nope", "--json"]);
     assert_eq!(unknown.status.code(), Some(2));
 }
+
+#[tokio::test]
+async fn the_cli_explains_that_a_dag_session_resumes_in_code() {
+    use std::sync::Arc;
+
+    use agent::prelude::*;
+
+    let scratch = Scratch::new("dag-cli");
+    let db = scratch.path("wf.db");
+    let dag = DagBuilder::new("tiny")
+        .node(
+            "only",
+            Node::function("fail", |_| async { Err::<Value, _>("down".to_owned()) }),
+        )
+        .output("only")
+        .build()
+        .unwrap();
+    let engine = Engine::builder(
+        Arc::new(ScriptedModel::from_values(vec![]).unwrap()),
+        Arc::new(dag),
+    )
+    .store(Arc::new(SqliteStore::open(&db).unwrap()))
+    .build();
+    let id = "not-ended";
+    let started = agent::Event::new(
+        id,
+        1,
+        EventKind::SessionStarted {
+            task: "t".into(),
+            strategy: "dag:tiny".into(),
+            config: json!({}),
+        },
+    );
+    engine
+        .store()
+        .append(id, 0, &[started], agent::Durability::Full)
+        .await
+        .unwrap();
+    let store = format!("sqlite://{}", db.display());
+    let output = scratch.agent(&["resume", id, "--store", &store]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("DAG workflow"),
+        "{}",
+        stderr(&output)
+    );
+    let shown = scratch.agent(&["show", id, "--store", &store, "--json"]);
+    assert_eq!(json_stdout(&shown)["status"], "running");
+}

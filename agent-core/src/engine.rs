@@ -30,7 +30,7 @@ use crate::sink::{EventSink, SinkError};
 use crate::snapshot::{DEFAULT_SNAPSHOT_EVERY, load_state, snapshot_of};
 use crate::state::{SessionState, StateError, Status};
 use crate::store::{Durability, EventStore, MemoryStore, StoreError};
-use crate::strategy::{Decision, ExecutionStrategy, ModelCall};
+use crate::strategy::{Decision, ExecutionStrategy, ModelCall, Work, WorkContext};
 use crate::tool::{
     AttemptFailure, CircuitState, Tool, ToolContext, ToolError, ToolObserver, Toolbox,
 };
@@ -58,6 +58,14 @@ pub enum EngineError {
     /// The stored log cannot be folded.
     #[error("the session log is inconsistent: {0}")]
     State(#[from] StateError),
+    /// The strategy refused to continue the stored session; nothing was written.
+    #[error("session `{session_id}` cannot be resumed: {reason}")]
+    ResumeRefused {
+        /// The session.
+        session_id: String,
+        /// Why.
+        reason: String,
+    },
     /// The session was started with another strategy; resuming it with this one
     /// could drop what the original enforced (an approval policy, a graph).
     #[error(
@@ -181,6 +189,11 @@ impl Engine {
         }
     }
 
+    /// The name of this engine's strategy.
+    pub fn strategy_name(&self) -> &str {
+        self.strategy.name()
+    }
+
     /// The store this engine commits to.
     pub fn store(&self) -> &Arc<dyn EventStore> {
         &self.store
@@ -236,6 +249,12 @@ impl Engine {
         let state = load_state(self.store.as_ref(), session_id).await?;
         if let Some(result) = state.run_result().or_else(|| state.awaiting_result()) {
             return Ok(result);
+        }
+        if let Err(reason) = self.strategy.check_resume(&state) {
+            return Err(EngineError::ResumeRefused {
+                session_id: session_id.to_owned(),
+                reason,
+            });
         }
         if state.strategy() != self.strategy.name() {
             return Err(EngineError::StrategyMismatch {
@@ -367,6 +386,20 @@ async fn renew_lease(
             }
             Err(_) => {}
         }
+    }
+}
+
+/// Takes the first work item whose key is not already running.
+trait PopWork {
+    fn pop_first_not_in(&mut self, running: &HashMap<tokio::task::Id, String>) -> Option<Work>;
+}
+
+impl PopWork for Vec<Work> {
+    fn pop_first_not_in(&mut self, running: &HashMap<tokio::task::Id, String>) -> Option<Work> {
+        let index = self
+            .iter()
+            .position(|item| !running.values().any(|key| *key == item.key))?;
+        Some(self.remove(index))
     }
 }
 
@@ -508,7 +541,9 @@ impl<'e> Driver<'e> {
                     strategy: self.engine.strategy.name().to_owned(),
                     name,
                     data,
+                    usage: None,
                 })?,
+                Ok(Decision::RunWork { work, limit }) => self.run_work(work, limit).await?,
                 Ok(Decision::Refuse { reason }) => {
                     self.record(EventKind::ResponseRefused { reason })?;
                 }
@@ -656,6 +691,82 @@ impl<'e> Driver<'e> {
             error: Some(format!(
                 "the run exceeded its wall-time budget of {seconds}s"
             )),
+        }
+    }
+
+    /// Runs strategy work concurrently (at most `limit` at once), recording each
+    /// result as it arrives and starting newly ready work after each one.
+    async fn run_work(&mut self, work: Vec<Work>, limit: usize) -> Result<(), EngineError> {
+        if work.is_empty() {
+            return self.record(internal_failure(format!(
+                "strategy `{}` asked to run no work",
+                self.engine.strategy.name()
+            )));
+        }
+        let ctx = WorkContext {
+            session_id: self.state.session_id().to_owned(),
+            task: self.state.task().to_owned(),
+            model: Arc::clone(&self.engine.model),
+            tools: self.engine.tools.clone(),
+            workspace: Arc::clone(&self.engine.workspace),
+            max_output_tokens: self.engine.max_output_tokens,
+        };
+        let limit = limit.max(1);
+        let mut running = JoinSet::new();
+        let mut keys: HashMap<tokio::task::Id, String> = HashMap::new();
+        let mut queued = work;
+        loop {
+            while keys.len() < limit {
+                let Some(item) = queued.pop_first_not_in(&keys) else {
+                    break;
+                };
+                if let Some(exhausted) = self.engine.budgets.before_model_call(&self.state) {
+                    return self.record(exhausted_failure(exhausted));
+                }
+                let ctx = ctx.clone();
+                let job = Arc::clone(&item.job);
+                let handle = running.spawn(async move { job.run(&ctx).await });
+                keys.insert(handle.id(), item.key);
+            }
+            if running.is_empty() {
+                return Ok(());
+            }
+            let joined = match self.bounded(running.join_next_with_id()).await {
+                Bounded::Done(Some(joined)) => joined,
+                Bounded::Done(None) => return Ok(()),
+                Bounded::TimedOut => return self.record(self.wall_time_failure()),
+                Bounded::Interrupted => return self.reload().await,
+            };
+            let kind = match joined {
+                Ok((id, record)) => {
+                    keys.remove(&id);
+                    EventKind::Strategy {
+                        strategy: self.engine.strategy.name().to_owned(),
+                        name: record.name,
+                        data: record.data,
+                        usage: record.usage,
+                    }
+                }
+                Err(err) => {
+                    let key = keys.remove(&err.id()).unwrap_or_default();
+                    internal_failure(format!("work `{key}` panicked: {}", panic_message(err)))
+                }
+            };
+            self.record(kind)?;
+            if self.state.status().is_terminal() || !self.flush(Durability::Full).await? {
+                return Ok(());
+            }
+            match self.engine.strategy.next(&self.state) {
+                Ok(Decision::RunWork { work, .. }) => queued = work,
+                Ok(Decision::Fail { exit_reason, error }) => {
+                    return self.record(EventKind::Failed {
+                        exit_reason,
+                        budget: None,
+                        error: Some(error),
+                    });
+                }
+                Ok(_) | Err(_) => queued = Vec::new(),
+            }
         }
     }
 

@@ -180,6 +180,9 @@ pub enum EventKind {
         name: String,
         /// The record.
         data: Value,
+        /// Tokens of a model call made for it (such a record counts as a step).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
     },
     /// The strategy refused the model's response (a plan where none fits, an
     /// invalid plan); the model gets the reason as feedback.

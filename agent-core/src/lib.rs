@@ -45,7 +45,10 @@ pub use store::{
     Durability, EventStore, MemoryStore, SessionSummary, StoreError, check_batch, started_task,
     ttl_millis,
 };
-pub use strategy::{Decision, ExecutionStrategy, ModelCall, StrategyError};
+pub use strategy::{
+    Decision, ExecutionStrategy, ModelCall, StrategyError, StrategyWork, Work, WorkContext,
+    WorkRecord,
+};
 pub use tool::{
     AttemptFailure, CircuitState, DuplicateTool, IgnoreToolReports, Tool, ToolContext, ToolError,
     ToolObserver, ToolOutput, Toolbox,

@@ -381,9 +381,14 @@ impl SessionState {
                 }
                 true
             }
-            EventKind::Finished { .. } | EventKind::FinishRejected { .. } => {
+            EventKind::FinishRejected { .. } => {
                 self.status == Status::Thinking && self.proposed_finish.is_some()
             }
+            EventKind::Finished { .. } => match self.status {
+                Status::Thinking => self.proposed_finish.is_some(),
+                Status::Idle | Status::Observing => !self.records.is_empty(),
+                _ => false,
+            },
             EventKind::ResponseRefused { .. } => {
                 self.status == Status::Thinking
                     && (self.proposed_finish.is_some() || self.proposed_plan.is_some())
@@ -547,7 +552,12 @@ impl SessionState {
                 strategy,
                 name,
                 data,
+                usage,
             } => {
+                if let Some(usage) = usage {
+                    self.count_response(*usage);
+                    self.last_output_rejected = false;
+                }
                 self.records.push(StrategyRecord {
                     strategy: strategy.clone(),
                     name: name.clone(),

@@ -1,12 +1,19 @@
 //! The `ExecutionStrategy` trait: given the state, decide the next effect. A
 //! strategy does no I/O; the engine performs what it decides.
 
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::history::HistoryItem;
+use crate::model::Model;
 use crate::result::ExitReason;
 use crate::state::SessionState;
+use crate::tool::Toolbox;
 use crate::types::ToolCall;
+use crate::types::Usage;
 
 /// What the model is asked in a `CallModel` decision; the engine adds the task,
 /// the tool specs and the limits.
@@ -40,6 +47,16 @@ pub enum Decision {
         /// What was wrong.
         reason: String,
     },
+    /// Run these pieces of strategy-owned work concurrently, at most `limit` at a
+    /// time (a workflow's ready nodes). Each result is recorded as a strategy
+    /// event the moment it arrives; the engine asks again after each one, so
+    /// newly ready work starts while other work runs.
+    RunWork {
+        /// The work; an item whose key is already running is not started twice.
+        work: Vec<Work>,
+        /// Most items in flight at once.
+        limit: usize,
+    },
     /// Accept the proposed finish and end the run with this answer.
     Finish {
         /// The answer.
@@ -52,6 +69,62 @@ pub enum Decision {
         /// What went wrong.
         error: String,
     },
+}
+
+/// What strategy work may use: the engine's model and tools.
+#[derive(Clone)]
+pub struct WorkContext {
+    /// The session.
+    pub session_id: String,
+    /// The session's task.
+    pub task: String,
+    /// The engine's model.
+    pub model: Arc<dyn Model>,
+    /// The engine's tools.
+    pub tools: Toolbox,
+    /// The workspace root.
+    pub workspace: Arc<Path>,
+    /// Per-request output cap for model calls.
+    pub max_output_tokens: Option<u32>,
+}
+
+/// The strategy event a piece of work leaves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkRecord {
+    /// Its name, such as `node_completed`.
+    pub name: String,
+    /// Its data.
+    pub data: Value,
+    /// Tokens of the model call it made, if it made one (it then counts as a step).
+    pub usage: Option<Usage>,
+}
+
+/// Asynchronous work a strategy asks the engine to run (a workflow node).
+#[async_trait]
+pub trait StrategyWork: Send + Sync {
+    /// Does the work; the result is recorded as a strategy event.
+    async fn run(&self, ctx: &WorkContext) -> WorkRecord;
+}
+
+/// One piece of work with a key that names it (a node's name).
+#[derive(Clone)]
+pub struct Work {
+    /// Unique among the work in flight.
+    pub key: String,
+    /// What to do.
+    pub job: Arc<dyn StrategyWork>,
+}
+
+impl std::fmt::Debug for Work {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Work").field("key", &self.key).finish()
+    }
+}
+
+impl PartialEq for Work {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key && Arc::ptr_eq(&self.job, &other.job)
+    }
 }
 
 /// A strategy could not decide; the run ends with `internal_error`.
@@ -72,4 +145,12 @@ pub trait ExecutionStrategy: Send + Sync {
 
     /// The next effect. Never called on an ended session.
     fn next(&self, state: &SessionState) -> Result<Decision, StrategyError>;
+
+    /// Whether this strategy may continue `state` (for example: the graph it
+    /// recorded at start is the graph this strategy holds). A refusal stops a
+    /// resume before anything is written.
+    fn check_resume(&self, state: &SessionState) -> Result<(), String> {
+        let _ = state;
+        Ok(())
+    }
 }

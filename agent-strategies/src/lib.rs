@@ -5,7 +5,10 @@
 //!   step, one replan on failure, a composed answer.
 //! - `hitl`: [`Hitl`], wraps any strategy; calls its [`ApprovalPolicy`] marks wait
 //!   for a human decision.
+//! - `dag`: [`dag::Dag`], workflows on petgraph built with [`dag::DagBuilder`].
 
+#[cfg(feature = "dag")]
+pub mod dag;
 #[cfg(feature = "hitl")]
 mod hitl;
 #[cfg(feature = "plan-execute")]
@@ -13,6 +16,8 @@ mod plan_execute;
 #[cfg(feature = "react")]
 mod react;
 
+#[cfg(feature = "dag")]
+pub use dag::{Dag, DagBuilder, DagError, Node};
 #[cfg(feature = "hitl")]
 pub use hitl::{ApprovalPolicy, CallPredicate, Hitl};
 #[cfg(feature = "plan-execute")]

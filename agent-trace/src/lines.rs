@@ -127,10 +127,18 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
             strategy,
             name,
             data,
-        } => vec![line(
-            name,
-            json!({"strategy": strategy, "data": mode.render(&data.to_string())}),
-        )],
+            usage,
+        } => {
+            let mut fields = json!({"strategy": strategy, "data": mode.render(&data.to_string())});
+            if let Some(node) = data.get("node").and_then(Value::as_str) {
+                fields["node"] = json!(node);
+            }
+            if let Some(usage) = usage {
+                fields["input_tokens"] = json!(usage.input_tokens);
+                fields["output_tokens"] = json!(usage.output_tokens);
+            }
+            vec![line(name, fields)]
+        }
         EventKind::ResponseRefused { reason } => {
             vec![line("model_feedback", json!({"error": reason}))]
         }

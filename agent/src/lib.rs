@@ -9,6 +9,7 @@
 //! | `react` (default) | [`strategies::ReAct`] |
 //! | `plan-execute` | [`strategies::PlanExecute`] |
 //! | `hitl` | [`strategies::Hitl`] with an [`strategies::ApprovalPolicy`] |
+//! | `dag` | workflows: [`strategies::DagBuilder`] |
 //! | `scripted` (default) | [`providers::ScriptedModel`] |
 //! | `openai` | [`providers::OpenAi`]: Chat Completions and compatible servers |
 //! | `anthropic` | [`providers::Anthropic`]: the Messages API |
@@ -83,7 +84,12 @@ pub mod providers {
 }
 
 /// Execution strategies.
-#[cfg(any(feature = "react", feature = "plan-execute", feature = "hitl"))]
+#[cfg(any(
+    feature = "react",
+    feature = "plan-execute",
+    feature = "hitl",
+    feature = "dag"
+))]
 pub mod strategies {
     pub use agent_strategies::*;
 }
@@ -109,6 +115,8 @@ pub mod prelude {
     pub use agent_strategies::ReAct;
     #[cfg(feature = "hitl")]
     pub use agent_strategies::{ApprovalPolicy, Hitl};
+    #[cfg(feature = "dag")]
+    pub use agent_strategies::{Dag, DagBuilder, Node};
     #[cfg(feature = "derive")]
     pub use agent_tools::Tool;
     pub use agent_tools::{Calculator, ToolRegistry, TypedTool};

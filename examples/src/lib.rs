@@ -11,3 +11,6 @@
 //!   composed answer.
 //! - `approval`: a call that needs approval pauses the session; the code approves
 //!   it and resumes.
+//! - `dag_research`: a DAG that fans out over three sub-questions, joins and
+//!   summarises; `--crash-after-two` kills it mid-run and `--resume ID` finishes
+//!   only what is left.

@@ -20,12 +20,21 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
     if let Some(result) = state.run_result() {
         return report(&result, args.flags.json);
     }
-    let Some(EventKind::SessionStarted { config, .. }) = events.first().map(|e| &e.kind) else {
+    let Some(EventKind::SessionStarted {
+        config, strategy, ..
+    }) = events.first().map(|e| &e.kind)
+    else {
         return Err(CliError::Internal(format!(
             "session `{}` does not start with its configuration",
             args.session_id
         )));
     };
+    if strategy.starts_with("dag:") {
+        return Err(CliError::Usage(format!(
+            "session `{}` is a DAG workflow (`{strategy}`) whose graph lives in the program that built it; resume it there with `Engine::resume` and the same graph (`agent show` and `agent cancel` work here)",
+            args.session_id
+        )));
+    }
     let mut recorded = RunConfig::recorded(config)?;
     if events
         .iter()

@@ -725,7 +725,7 @@ impl<'e> Driver<'e> {
                 }
                 let ctx = ctx.clone();
                 let job = Arc::clone(&item.job);
-                let handle = running.spawn(async move { job.run(&ctx).await });
+                let handle = running.spawn(async move { job.perform(&ctx).await });
                 keys.insert(handle.id(), item.key);
             }
             if running.is_empty() {

@@ -103,7 +103,7 @@ pub struct WorkRecord {
 #[async_trait]
 pub trait StrategyWork: Send + Sync {
     /// Does the work; the result is recorded as a strategy event.
-    async fn run(&self, ctx: &WorkContext) -> WorkRecord;
+    async fn perform(&self, ctx: &WorkContext) -> WorkRecord;
 }
 
 /// One piece of work with a key that names it (a node's name).

@@ -381,7 +381,7 @@ impl NodeJob {
 
 #[async_trait]
 impl StrategyWork for NodeJob {
-    async fn run(&self, ctx: &WorkContext) -> WorkRecord {
+    async fn perform(&self, ctx: &WorkContext) -> WorkRecord {
         match &self.node.kind {
             NodeKind::Model { prompt } => {
                 let request = ModelRequest {

@@ -6,9 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent::providers::{
-    ANTHROPIC_DEFAULT_BASE_URL, Anthropic, AnthropicConfig, JsonText, ModelSpec,
-    OPENAI_DEFAULT_BASE_URL, OpenAi, OpenAiConfig, ReplayModel, RetryPolicy, Retrying,
-    ScriptedModel, is_local,
+    ANTHROPIC_DEFAULT_BASE_URL, Anthropic, JsonText, ModelSpec, OPENAI_DEFAULT_BASE_URL, OpenAi,
+    ProviderConfig, ReplayModel, RetryPolicy, Retrying, ScriptedModel, is_local,
 };
 use agent::{Event, EventStore, Model};
 
@@ -83,7 +82,7 @@ fn instantiate(
                 .or_else(|| env("OPENAI_BASE_URL"))
                 .unwrap_or_else(|| OPENAI_DEFAULT_BASE_URL.into());
             let api_key = key("OPENAI_API_KEY", &base_url, spec)?;
-            let config = OpenAiConfig {
+            let config = ProviderConfig {
                 model: model.clone(),
                 base_url: base_url.trim_end_matches('/').to_owned(),
                 api_key,
@@ -100,7 +99,7 @@ fn instantiate(
                 .or_else(|| env("ANTHROPIC_BASE_URL"))
                 .unwrap_or_else(|| ANTHROPIC_DEFAULT_BASE_URL.into());
             let api_key = key("ANTHROPIC_API_KEY", &base_url, spec)?;
-            let config = AnthropicConfig {
+            let config = ProviderConfig {
                 model: model.clone(),
                 base_url: base_url.trim_end_matches('/').to_owned(),
                 api_key,

@@ -3,8 +3,6 @@
 //! blocks and `max_tokens` always sent. Roles must alternate, so the tool results
 //! and feedback of one turn are merged into one user message.
 
-use std::time::Duration;
-
 use agent_core::{
     Action, Finish, HistoryItem, Model, ModelError, ModelRequest, ModelResponse, ToolCall, Usage,
     strict_json,
@@ -13,7 +11,7 @@ use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
-use crate::http::HttpClient;
+use crate::http::{HttpClient, ProviderConfig};
 
 /// Base URL when neither the spec nor `ANTHROPIC_BASE_URL` gives one.
 pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -24,39 +22,16 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// `max_tokens` when the request sets no cap (the API requires one).
 const DEFAULT_MAX_TOKENS: u32 = 1024;
 
-/// How to reach the Messages API.
-#[derive(Clone, PartialEq, Eq)]
-pub struct AnthropicConfig {
-    /// Model name.
-    pub model: String,
-    /// Base URL; requests go to `{base_url}/v1/messages`.
-    pub base_url: String,
-    /// The `x-api-key`; a local server may need none.
-    pub api_key: Option<String>,
-    /// Time allowed for one request.
-    pub timeout: Duration,
-}
-
-impl std::fmt::Debug for AnthropicConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AnthropicConfig")
-            .field("model", &self.model)
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "[set]"))
-            .finish()
-    }
-}
-
 /// An Anthropic model.
 #[derive(Debug, Clone)]
 pub struct Anthropic {
-    config: AnthropicConfig,
+    config: ProviderConfig,
     http: HttpClient,
 }
 
 impl Anthropic {
     /// A model for `config`.
-    pub fn new(config: AnthropicConfig) -> Result<Self, String> {
+    pub fn new(config: ProviderConfig) -> Result<Self, String> {
         let http = HttpClient::new(config.timeout)?;
         Ok(Self { config, http })
     }

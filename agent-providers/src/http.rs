@@ -17,6 +17,31 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// Longest excerpt of an error body kept in a message.
 const EXCERPT_CHARS: usize = 300;
 
+/// How to reach a provider's server. `Debug` never shows the key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProviderConfig {
+    /// Model name sent in every request.
+    pub model: String,
+    /// Base URL of the API (OpenAI: ending before `/chat/completions`; Anthropic:
+    /// before `/v1/messages`).
+    pub base_url: String,
+    /// The key; a server on this machine may need none.
+    pub api_key: Option<String>,
+    /// Time allowed for one request.
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderConfig")
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[set]"))
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
 /// A JSON-over-HTTP client for one provider.
 #[derive(Debug, Clone)]
 pub struct HttpClient {

@@ -28,16 +28,14 @@ mod scripted;
 
 #[cfg(feature = "anthropic")]
 pub use anthropic::{
-    ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_VERSION, Anthropic, AnthropicConfig, messages_request,
+    ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_VERSION, Anthropic, messages_request,
     parse_messages_response,
 };
 #[cfg(feature = "http")]
-pub use http::{DEFAULT_REQUEST_TIMEOUT, HttpClient, is_local};
+pub use http::{DEFAULT_REQUEST_TIMEOUT, HttpClient, ProviderConfig, is_local};
 pub use json_text::{JsonText, text_request};
 #[cfg(feature = "openai")]
-pub use openai::{
-    OPENAI_DEFAULT_BASE_URL, OpenAi, OpenAiConfig, chat_request, parse_chat_response,
-};
+pub use openai::{OPENAI_DEFAULT_BASE_URL, OpenAi, chat_request, parse_chat_response};
 #[cfg(feature = "replay")]
 pub use replay::ReplayModel;
 #[cfg(feature = "http")]

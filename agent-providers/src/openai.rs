@@ -5,8 +5,6 @@
 //! `tool_calls`; each observation a `tool` message with the same `tool_call_id`;
 //! feedback a user message. A rejected response never appears.
 
-use std::time::Duration;
-
 use agent_core::{
     Action, Finish, HistoryItem, Model, ModelError, ModelRequest, ModelResponse, ToolCall, Usage,
     strict_json,
@@ -15,44 +13,21 @@ use async_trait::async_trait;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
-use crate::http::HttpClient;
+use crate::http::{HttpClient, ProviderConfig};
 
 /// Base URL when neither the spec nor `OPENAI_BASE_URL` gives one.
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
-/// How to reach an OpenAI-compatible server.
-#[derive(Clone, PartialEq, Eq)]
-pub struct OpenAiConfig {
-    /// Model name sent as `model`.
-    pub model: String,
-    /// Base URL; requests go to `{base_url}/chat/completions`.
-    pub base_url: String,
-    /// Bearer key; a local server may need none.
-    pub api_key: Option<String>,
-    /// Time allowed for one request.
-    pub timeout: Duration,
-}
-
-impl std::fmt::Debug for OpenAiConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenAiConfig")
-            .field("model", &self.model)
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "[set]"))
-            .finish()
-    }
-}
-
 /// An OpenAI-compatible chat model.
 #[derive(Debug, Clone)]
 pub struct OpenAi {
-    config: OpenAiConfig,
+    config: ProviderConfig,
     http: HttpClient,
 }
 
 impl OpenAi {
     /// A model for `config`.
-    pub fn new(config: OpenAiConfig) -> Result<Self, String> {
+    pub fn new(config: ProviderConfig) -> Result<Self, String> {
         let http = HttpClient::new(config.timeout)?;
         Ok(Self { config, http })
     }

@@ -14,8 +14,8 @@ use agent_core::{
     ToolCall, ToolSpec,
 };
 use agent_providers::{
-    Anthropic, AnthropicConfig, JsonText, OpenAi, OpenAiConfig, RetryPolicy, Retrying,
-    chat_request, messages_request,
+    Anthropic, JsonText, OpenAi, ProviderConfig, RetryPolicy, Retrying, chat_request,
+    messages_request,
 };
 use agent_testkit::{FakeProvider, Reply};
 use serde_json::{Value, json};
@@ -171,7 +171,7 @@ fn policy() -> RetryPolicy {
 }
 
 fn openai(server: &FakeProvider, timeout: Duration) -> Retrying<OpenAi> {
-    let model = OpenAi::new(OpenAiConfig {
+    let model = OpenAi::new(ProviderConfig {
         model: "gpt-test".into(),
         base_url: format!("{}/v1", server.url()),
         api_key: Some(KEY.into()),
@@ -182,7 +182,7 @@ fn openai(server: &FakeProvider, timeout: Duration) -> Retrying<OpenAi> {
 }
 
 fn anthropic(server: &FakeProvider, timeout: Duration) -> Retrying<Anthropic> {
-    let model = Anthropic::new(AnthropicConfig {
+    let model = Anthropic::new(ProviderConfig {
         model: "claude-test".into(),
         base_url: server.url(),
         api_key: Some(KEY.into()),
@@ -265,7 +265,7 @@ async fn openai_retries_429_with_retry_after_500_a_cut_body_and_a_timeout() {
     .await
     .unwrap();
     let model = Retrying::new(
-        OpenAi::new(OpenAiConfig {
+        OpenAi::new(ProviderConfig {
             model: "m".into(),
             base_url: server.url(),
             api_key: None,

@@ -77,34 +77,28 @@ fn instantiate(
             recorded.unwrap_or_default(),
         )),
         ModelSpec::OpenAi { model, base_url } => {
-            let base_url = base_url
-                .clone()
-                .or_else(|| env("OPENAI_BASE_URL"))
-                .unwrap_or_else(|| OPENAI_DEFAULT_BASE_URL.into());
-            let api_key = key("OPENAI_API_KEY", &base_url, spec)?;
-            let config = ProviderConfig {
-                model: model.clone(),
-                base_url: base_url.trim_end_matches('/').to_owned(),
-                api_key,
+            let config = provider_config(
+                spec,
+                model,
+                base_url,
+                "OPENAI",
+                OPENAI_DEFAULT_BASE_URL,
                 timeout,
-            };
+            )?;
             Arc::new(Retrying::new(
                 OpenAi::new(config).map_err(provider_error)?,
                 RetryPolicy::default(),
             ))
         }
         ModelSpec::Anthropic { model, base_url } => {
-            let base_url = base_url
-                .clone()
-                .or_else(|| env("ANTHROPIC_BASE_URL"))
-                .unwrap_or_else(|| ANTHROPIC_DEFAULT_BASE_URL.into());
-            let api_key = key("ANTHROPIC_API_KEY", &base_url, spec)?;
-            let config = ProviderConfig {
-                model: model.clone(),
-                base_url: base_url.trim_end_matches('/').to_owned(),
-                api_key,
+            let config = provider_config(
+                spec,
+                model,
+                base_url,
+                "ANTHROPIC",
+                ANTHROPIC_DEFAULT_BASE_URL,
                 timeout,
-            };
+            )?;
             Arc::new(Retrying::new(
                 Anthropic::new(config).map_err(provider_error)?,
                 RetryPolicy::default(),
@@ -113,6 +107,29 @@ fn instantiate(
         ModelSpec::JsonText(inner) => {
             Arc::new(JsonText::new(instantiate(inner, recorded, timeout)?))
         }
+    })
+}
+
+/// Where a provider is and its key: the base URL from the spec, else
+/// `{PREFIX}_BASE_URL`, else `default_base`; the key from `{PREFIX}_API_KEY`.
+fn provider_config(
+    spec: &ModelSpec,
+    model: &str,
+    base_url: &Option<String>,
+    prefix: &str,
+    default_base: &str,
+    timeout: Duration,
+) -> Result<ProviderConfig, CliError> {
+    let base_url = base_url
+        .clone()
+        .or_else(|| env(&format!("{prefix}_BASE_URL")))
+        .unwrap_or_else(|| default_base.into());
+    let api_key = key(&format!("{prefix}_API_KEY"), &base_url, spec)?;
+    Ok(ProviderConfig {
+        model: model.to_owned(),
+        base_url: base_url.trim_end_matches('/').to_owned(),
+        api_key,
+        timeout,
     })
 }
 

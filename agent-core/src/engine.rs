@@ -1,12 +1,20 @@
 //! The `Engine`: drives a session by asking its strategy for the next decision,
-//! performing it (model call, tool calls, finish), recording every fact as an event,
-//! committing events to the store before acting on them, then publishing them to
-//! the sinks.
+//! performing it (model call, tool calls, strategy work, finish), recording every
+//! fact as an event, committing events to the store before acting on them, then
+//! publishing them to the sinks.
 //!
-//! Commit points: the previous step's results are committed before each model call
-//! (a tool result is durable before the model sees it); dispatches are committed
-//! before a non-idempotent tool runs, and its result right after it returns; every
-//! ended session is committed. A step of idempotent tools costs one commit.
+//! Commit points: the previous step's results are committed (with fsync) before
+//! each model call, so a tool result is durable before the model sees it. A turn's
+//! dispatches are committed before its tools run: with fsync if any tool is not
+//! idempotent, otherwise without (they survive a killed process; after a power cut
+//! the model is simply asked again). A non-idempotent call's result is committed
+//! the moment it returns, and so is each piece of strategy work. A step of
+//! idempotent tools therefore costs one fsync.
+//!
+//! One engine drives a session at a time: it holds a lease, renewed by a timer task
+//! that also notices writes by others (a cancel, an approval); the engine then stops
+//! what it is doing, reloads the log and decides again. A stale append is a conflict
+//! and is handled the same way, so no update is ever lost.
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -20,8 +20,10 @@ pub struct ModelRequest {
     pub history: Vec<HistoryItem>,
     /// The tools the model may call.
     pub tools: Arc<Vec<ToolSpec>>,
-    /// The step this request is for, 1-based: the session's log already holds
-    /// `step - 1` model responses. Positional models (scripted, replay) answer by it.
+    /// Which response a positional model (scripted, replay) gives, 1-based. In a
+    /// loop strategy it is the step the request is for (the log already holds
+    /// `step - 1` model responses); a workflow node uses its node's fixed position
+    /// among the graph's model nodes, so concurrent nodes stay deterministic.
     pub step: u32,
     /// Cap on output tokens sent to the provider, if any.
     pub max_output_tokens: Option<u32>,

@@ -329,22 +329,13 @@ async fn cancel_stops_the_driving_process_and_a_dead_one() {
 #[test]
 fn sessions_and_show_print_what_the_contract_says() {
     let scratch = Scratch::new("listing");
-    let script = scratch.script("calc.json", calculator_script());
-    let model = format!("scripted:{}", script.display());
     let mut ids = Vec::new();
     for _ in 0..2 {
-        let run = scratch.agent(&[
-            "run",
-            "What is 12 times 7?",
-            "--model",
-            &model,
-            "--tools",
-            "calculator",
-            "--json",
-        ]);
+        let run = run_calculator(&scratch, &[]);
         ids.push(json_stdout(&run)["session_id"].as_str().unwrap().to_owned());
         std::thread::sleep(Duration::from_millis(3));
     }
+    let model = format!("scripted:{}", scratch.path("calc.json").display());
     let failed = scratch.agent(&["run", "t", "--model", &model, "--max-steps", "1", "--json"]);
     assert_eq!(failed.status.code(), Some(3));
     ids.push(
@@ -372,7 +363,7 @@ fn sessions_and_show_print_what_the_contract_says() {
     );
     assert_eq!(rows[0]["status"], "failed");
     assert_eq!(rows[1]["status"], "finished");
-    assert_eq!(rows[1]["task"], "What is 12 times 7?");
+    assert_eq!(rows[1]["task"], CALCULATOR_TASK);
     let finished = json_stdout(&scratch.agent(&["sessions", "--status", "finished", "--json"]));
     assert_eq!(finished.as_array().unwrap().len(), 2);
     let bad = scratch.agent(&["sessions", "--status", "sleeping"]);

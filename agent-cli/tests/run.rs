@@ -10,24 +10,13 @@ use std::process::Stdio;
 use common::*;
 use serde_json::{Value, json};
 
-const TASK: &str = "What is 12 times 7, and is it above 80?";
+const TASK: &str = CALCULATOR_TASK;
 
 #[test]
 fn the_calculator_task_finishes_with_the_contract_trace() {
     let scratch = Scratch::new("calc");
-    let script = scratch.script("calc.json", calculator_script());
     let trace = scratch.path("trace.jsonl");
-    let output = scratch.agent(&[
-        "run",
-        TASK,
-        "--model",
-        &format!("scripted:{}", script.display()),
-        "--tools",
-        "calculator",
-        "--trace",
-        trace.to_str().unwrap(),
-        "--json",
-    ]);
+    let output = run_calculator(&scratch, &["--trace", trace.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(stderr(&output), "", "--json keeps stderr empty");
     let result = json_stdout(&output);
@@ -401,19 +390,8 @@ fn usage_errors_exit_2_and_name_the_flag_or_file() {
 #[test]
 fn trace_show_reports_a_broken_line_and_shows_the_rest() {
     let scratch = Scratch::new("show");
-    let script = scratch.script("calc.json", calculator_script());
     let trace = scratch.path("trace.jsonl");
-    let run = scratch.agent(&[
-        "run",
-        TASK,
-        "--model",
-        &format!("scripted:{}", script.display()),
-        "--tools",
-        "calculator",
-        "--trace",
-        trace.to_str().unwrap(),
-        "--json",
-    ]);
+    let run = run_calculator(&scratch, &["--trace", trace.to_str().unwrap()]);
     assert_eq!(run.status.code(), Some(0));
     let mut lines: Vec<String> = std::fs::read_to_string(&trace)
         .unwrap()

@@ -8,20 +8,8 @@ use agent::{Action, EventKind};
 use common::*;
 use serde_json::{Value, json};
 
-fn run_calculator(scratch: &Scratch, extra: &[&str]) -> String {
-    let script = scratch.script("calc.json", calculator_script());
-    let model = format!("scripted:{}", script.display());
-    let mut args = vec![
-        "run",
-        "What is 12 times 7?",
-        "--model",
-        &model,
-        "--tools",
-        "calculator",
-        "--json",
-    ];
-    args.extend_from_slice(extra);
-    let output = scratch.agent(&args);
+fn calculator_session(scratch: &Scratch, extra: &[&str]) -> String {
+    let output = run_calculator(scratch, extra);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     json_stdout(&output)["session_id"]
         .as_str()
@@ -47,7 +35,7 @@ fn tool_calls(events: &[agent::Event]) -> Vec<(String, Value)> {
 #[tokio::test]
 async fn a_fork_resumed_with_another_model_is_independent_of_its_parent() {
     let scratch = Scratch::new("fork");
-    let parent = run_calculator(&scratch, &["--trace", "parent.jsonl"]);
+    let parent = calculator_session(&scratch, &["--trace", "parent.jsonl"]);
     let parent_log = load_log(&scratch.dir, &parent).await;
     let parent_trace = std::fs::read_to_string(scratch.path("parent.jsonl")).unwrap();
 
@@ -120,7 +108,7 @@ async fn a_fork_resumed_with_another_model_is_independent_of_its_parent() {
 #[tokio::test]
 async fn a_replay_reproduces_the_answer_and_the_tool_calls() {
     let scratch = Scratch::new("replay");
-    let original = run_calculator(&scratch, &[]);
+    let original = calculator_session(&scratch, &[]);
     let replay = scratch.agent(&[
         "run",
         "What is 12 times 7?",
@@ -151,7 +139,7 @@ async fn a_replay_reproduces_the_answer_and_the_tool_calls() {
 #[test]
 fn a_diverging_replay_stops_with_provider_error_naming_the_step() {
     let scratch = Scratch::new("diverge");
-    let original = run_calculator(&scratch, &[]);
+    let original = calculator_session(&scratch, &[]);
     let model = format!("replay:{original}");
     let no_tool = scratch.agent(&["run", "t", "--model", &model, "--json"]);
     assert_eq!(no_tool.status.code(), Some(7));

@@ -144,3 +144,24 @@ pub fn kill_hard(child: &mut std::process::Child) {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// The calculator task of the README.
+pub const CALCULATOR_TASK: &str = "What is 12 times 7, and is it above 80?";
+
+/// Runs the calculator task with the scripted model and the calculator, with
+/// `extra` flags and `--json`.
+pub fn run_calculator(scratch: &Scratch, extra: &[&str]) -> Output {
+    let script = scratch.script("calc.json", calculator_script());
+    let model = format!("scripted:{}", script.display());
+    let mut args = vec![
+        "run",
+        CALCULATOR_TASK,
+        "--model",
+        &model,
+        "--tools",
+        "calculator",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    scratch.agent(&args)
+}

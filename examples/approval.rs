@@ -21,7 +21,7 @@ async fn main() -> anyhow::Result<()> {
     ])
     .map_err(anyhow::Error::msg)?;
     let mut tools = ToolRegistry::new();
-    tools.register(AppendLine)?;
+    tools.register_typed::<AppendLine>()?;
     let policy = ApprovalPolicy::new().tools(["append_line"]);
     let engine = Engine::builder(Arc::new(model), Arc::new(Hitl::new(ReAct::new(), policy)))
         .tools(tools.into_toolbox())

@@ -30,7 +30,9 @@ async fn main() -> anyhow::Result<()> {
     ])
     .map_err(anyhow::Error::msg)?;
     let mut tools = ToolRegistry::new();
-    tools.register(ReadFile)?.register(EditFile)?;
+    tools
+        .register_typed::<ReadFile>()?
+        .register_typed::<EditFile>()?;
     let gate = CommandGate::new(
         "cargo test --offline --quiet --target-dir target",
         DEFAULT_GATE_TIMEOUT,

@@ -26,7 +26,7 @@ async fn main() -> anyhow::Result<()> {
     ])
     .map_err(anyhow::Error::msg)?;
     let mut tools = ToolRegistry::new();
-    tools.register(Calculator)?;
+    tools.register_typed::<Calculator>()?;
     let store = Arc::new(MemoryStore::new());
     let engine = Engine::builder(Arc::new(model), Arc::new(PlanExecute::new()))
         .tools(tools.into_toolbox())

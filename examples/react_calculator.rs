@@ -18,7 +18,7 @@ async fn main() -> anyhow::Result<()> {
     .map_err(anyhow::Error::msg)?;
 
     let mut tools = ToolRegistry::new();
-    tools.register(Calculator)?;
+    tools.register_typed::<Calculator>()?;
 
     let trace_path =
         std::env::temp_dir().join(format!("react_calculator-{}.jsonl", std::process::id()));

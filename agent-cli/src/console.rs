@@ -1,11 +1,14 @@
-//! The readable account of a run printed without `--json`: each action and
-//! observation as it is committed, then the outcome.
+//! The readable account of a run printed without `--json`: each event as it is
+//! committed, in the words of [`describe`], then the outcome.
 
 use std::io;
+use std::sync::Arc;
 
-use agent::{Action, Event, EventKind, EventSink, ExitReason, RunResult, SinkError};
+use agent::trace::describe;
+use agent::{Event, EventKind, EventSink, ExitReason, RunResult, SinkError};
 
-use crate::output::print_line;
+use crate::error::CliError;
+use crate::output::{print_json, print_line};
 
 /// Prints committed events for a person, on stdout.
 #[derive(Debug, Default)]
@@ -17,77 +20,43 @@ impl EventSink for Console {
             EventKind::SessionStarted { task, .. } => {
                 format!("session {}\ntask: {task}", event.session_id)
             }
-            EventKind::ModelResponded { actions, .. } => actions
-                .iter()
-                .map(|action| match action {
-                    Action::ToolCall(call) => {
-                        format!("step {step:<3} -> {} {}", call.tool_name, call.arguments)
-                    }
-                    Action::Finish(_) => format!("step {step:<3} finish"),
-                    Action::Plan { steps } => {
-                        format!("step {step:<3} plan of {} step(s)", steps.len())
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("\n"),
-            EventKind::ModelOutputRejected { error, .. } => {
-                format!("step {step:<3} !! invalid model output: {error}")
+            EventKind::ModelRequested { .. }
+            | EventKind::ActionDispatched { .. }
+            | EventKind::Finished { .. }
+            | EventKind::Failed { .. }
+            | EventKind::Forked { .. } => return Ok(()),
+            kind @ EventKind::ModelResponded { .. } => {
+                format!("step {step:<3} -> {}", describe(kind))
             }
-            EventKind::ModelRetried {
-                attempt,
-                error,
-                delay_ms,
-            } => format!("         retry {attempt} of the model call in {delay_ms} ms: {error}"),
-            EventKind::ActionAttemptFailed {
-                tool_name,
-                attempt,
-                error,
-                delay_ms,
-                ..
-            } => format!("         retry {attempt} of {tool_name} in {delay_ms} ms: {error}"),
-            EventKind::CircuitChanged { tool_name, state } => {
-                format!("         circuit of {tool_name} is now {state:?}")
+            kind @ (EventKind::ModelOutputRejected { .. } | EventKind::ResponseRefused { .. }) => {
+                format!("step {step:<3} !! {}", describe(kind))
             }
-            EventKind::ApprovalRequested { calls } => calls
-                .iter()
-                .map(|call| {
-                    format!(
-                        "         awaiting approval: {} {} [{}]",
-                        call.tool_name, call.arguments, call.id
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("\n"),
-            EventKind::ApprovalDecided {
-                call_id,
-                decision,
-                by,
-                ..
-            } => {
-                format!("         [{call_id}] {} by {by}", decision.name())
-            }
-            EventKind::Strategy { name, data, .. } => format!("         {name}: {data}"),
-            EventKind::ResponseRefused { reason } => format!("step {step:<3} !! refused: {reason}"),
-            EventKind::FinishRejected { reason, .. } => {
-                format!("         finish refused: {reason}")
-            }
-            EventKind::Resumed { .. } => format!("resumed session {}", event.session_id),
-            EventKind::Cancelled { reason } => format!("cancelled: {reason}"),
-            EventKind::ActionCompleted { observation } => {
-                let marker = if observation.is_error { "error:" } else { "<-" };
-                format!(
-                    "         {marker} {} ({})",
-                    observation.content, observation.tool_name
-                )
-            }
-            _ => return Ok(()),
+            kind @ EventKind::ActionCompleted { .. } => format!("         <- {}", describe(kind)),
+            kind => format!("         {}", describe(kind)),
         };
         print_line(&text).map_err(|err| SinkError(format!("cannot write to stdout: {err}")))
     }
 }
 
+/// The console sink, unless output is JSON.
+pub fn console(json: bool) -> Option<Arc<dyn EventSink>> {
+    (!json).then(|| Arc::new(Console) as Arc<dyn EventSink>)
+}
+
+/// Prints a RunResult (one JSON value with `--json`, a readable summary without)
+/// and returns its exit code.
+pub fn report(result: &RunResult, json: bool) -> Result<u8, CliError> {
+    if json {
+        print_json(result)?;
+    } else {
+        print_outcome(result)
+            .map_err(|err| CliError::Internal(format!("cannot write to stdout: {err}")))?;
+    }
+    Ok(u8::try_from(result.exit_code()).unwrap_or(1))
+}
+
 /// Prints how the run ended.
-pub fn print_outcome(result: &RunResult) -> io::Result<()> {
+fn print_outcome(result: &RunResult) -> io::Result<()> {
     let mut text = String::new();
     if let Some(answer) = &result.answer {
         text.push_str(&format!("answer: {answer}\n"));

@@ -5,11 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use agent::layers::{Retry, RetryPolicy};
 use agent::providers::{
     ANTHROPIC_DEFAULT_BASE_URL, Anthropic, JsonText, ModelSpec, OPENAI_DEFAULT_BASE_URL, OpenAi,
-    ProviderConfig, ReplayModel, RetryPolicy, Retrying, ScriptedModel, is_local,
+    ProviderConfig, ReplayModel, ScriptedModel, is_local,
 };
-use agent::{Event, EventStore, Model};
+use agent::{Event, EventStore, Layer, Model};
 
 use crate::error::CliError;
 
@@ -85,10 +86,7 @@ fn instantiate(
                 OPENAI_DEFAULT_BASE_URL,
                 timeout,
             )?;
-            Arc::new(Retrying::new(
-                OpenAi::new(config).map_err(provider_error)?,
-                RetryPolicy::default(),
-            ))
+            retried(Arc::new(OpenAi::new(config).map_err(provider_error)?))
         }
         ModelSpec::Anthropic { model, base_url } => {
             let config = provider_config(
@@ -99,15 +97,17 @@ fn instantiate(
                 ANTHROPIC_DEFAULT_BASE_URL,
                 timeout,
             )?;
-            Arc::new(Retrying::new(
-                Anthropic::new(config).map_err(provider_error)?,
-                RetryPolicy::default(),
-            ))
+            retried(Arc::new(Anthropic::new(config).map_err(provider_error)?))
         }
         ModelSpec::JsonText(inner) => {
             Arc::new(JsonText::new(instantiate(inner, recorded, timeout)?))
         }
     })
+}
+
+/// A provider behind the retry layer.
+fn retried(provider: Arc<dyn Model>) -> Arc<dyn Model> {
+    Retry::new(RetryPolicy::for_models()).layer(provider)
 }
 
 /// Where a provider is and its key: the base URL from the spec, else

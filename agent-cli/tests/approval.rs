@@ -1,6 +1,11 @@
 //! Human-in-the-Loop and Plan-and-Execute from the command line.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 mod common;
 
@@ -19,7 +24,7 @@ fn write_script(scratch: &Scratch) -> String {
 }
 
 fn run_pending(scratch: &Scratch, model: &str) -> String {
-    let output = scratch.agent(&[
+    let output = scratch.run(&[
         "run",
         "write the file",
         "--model",
@@ -47,15 +52,15 @@ fn run_pending(scratch: &Scratch, model: &str) -> String {
 
 #[test]
 fn approve_then_resume_writes_the_file() {
-    let scratch = Scratch::new("approve");
+    let scratch = scratch("approve");
     let id = run_pending(&scratch, &write_script(&scratch));
     let listed =
-        json_stdout(&scratch.agent(&["sessions", "--status", "awaiting_approval", "--json"]));
+        json_stdout(&scratch.run(&["sessions", "--status", "awaiting_approval", "--json"]));
     assert_eq!(listed[0]["session_id"], id.as_str());
-    let again = scratch.agent(&["resume", &id, "--json"]);
+    let again = scratch.run(&["resume", &id, "--json"]);
     assert_eq!(again.status.code(), Some(10), "still waiting");
 
-    let approved = scratch.agent(&["approve", &id, "--json"]);
+    let approved = scratch.run(&["approve", &id, "--json"]);
     assert_eq!(approved.status.code(), Some(0), "{}", stderr(&approved));
     assert_eq!(
         json_stdout(&approved),
@@ -65,7 +70,7 @@ fn approve_then_resume_writes_the_file() {
         vec!["approve", id.as_str()],
         vec!["deny", id.as_str(), "--reason", "x"],
     ] {
-        let output = scratch.agent(&twice);
+        let output = scratch.run(&twice);
         assert_eq!(output.status.code(), Some(2), "{twice:?}");
         assert!(
             stderr(&output).contains("no call waiting"),
@@ -73,7 +78,7 @@ fn approve_then_resume_writes_the_file() {
             stderr(&output)
         );
     }
-    let resumed = scratch.agent(&["resume", &id, "--json"]);
+    let resumed = scratch.run(&["resume", &id, "--json"]);
     assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
     assert_eq!(json_stdout(&resumed)["answer"], "written");
     assert_eq!(
@@ -87,7 +92,7 @@ fn approve_then_resume_writes_the_file() {
         "{types:?}"
     );
 
-    let finished = scratch.agent(&["approve", &id]);
+    let finished = scratch.run(&["approve", &id]);
     assert_eq!(
         finished.status.code(),
         Some(2),
@@ -97,22 +102,22 @@ fn approve_then_resume_writes_the_file() {
 
 #[test]
 fn deny_then_resume_finishes_without_the_file_and_tells_the_model() {
-    let scratch = Scratch::new("deny");
+    let scratch = scratch("deny");
     let id = run_pending(&scratch, &write_script(&scratch));
-    let missing_reason = scratch.agent(&["deny", &id]);
+    let missing_reason = scratch.run(&["deny", &id]);
     assert_eq!(
         missing_reason.status.code(),
         Some(2),
         "--reason is required"
     );
-    let wrong_call = scratch.agent(&["deny", &id, "--call", "call_9_9", "--reason", "no"]);
+    let wrong_call = scratch.run(&["deny", &id, "--call", "call_9_9", "--reason", "no"]);
     assert_eq!(wrong_call.status.code(), Some(2));
     assert!(
         stderr(&wrong_call).contains("call_9_9"),
         "{}",
         stderr(&wrong_call)
     );
-    let denied = scratch.agent(&[
+    let denied = scratch.run(&[
         "deny",
         &id,
         "--call",
@@ -122,10 +127,10 @@ fn deny_then_resume_finishes_without_the_file_and_tells_the_model() {
         "--json",
     ]);
     assert_eq!(json_stdout(&denied)["decided"], json!(["call_1_1"]));
-    let resumed = scratch.agent(&["resume", &id, "--json"]);
+    let resumed = scratch.run(&["resume", &id, "--json"]);
     assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
     assert!(!scratch.path("out.txt").exists());
-    let shown = json_stdout(&scratch.agent(&["show", &id, "--json"]));
+    let shown = json_stdout(&scratch.run(&["show", &id, "--json"]));
     let denial = shown["events"]
         .as_array()
         .unwrap()
@@ -143,25 +148,25 @@ fn deny_then_resume_finishes_without_the_file_and_tells_the_model() {
 
 #[test]
 fn approving_with_edited_arguments_checks_them_against_the_schema() {
-    let scratch = Scratch::new("edit");
+    let scratch = scratch("edit");
     let id = run_pending(&scratch, &write_script(&scratch));
-    let bad = scratch.agent(&["approve", &id, "--args", r#"{"path": "out.txt"}"#]);
+    let bad = scratch.run(&["approve", &id, "--args", r#"{"path": "out.txt"}"#]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(
         stderr(&bad).contains("missing required field `content`"),
         "{}",
         stderr(&bad)
     );
-    let not_json = scratch.agent(&["approve", &id, "--args", "{oops"]);
+    let not_json = scratch.run(&["approve", &id, "--args", "{oops"]);
     assert_eq!(not_json.status.code(), Some(2));
-    let edited = scratch.agent(&[
+    let edited = scratch.run(&[
         "approve",
         &id,
         "--args",
         r#"{"path": "out.txt", "content": "edited by a human"}"#,
     ]);
     assert_eq!(edited.status.code(), Some(0), "{}", stderr(&edited));
-    let resumed = scratch.agent(&["resume", &id, "--json"]);
+    let resumed = scratch.run(&["resume", &id, "--json"]);
     assert_eq!(resumed.status.code(), Some(0));
     assert_eq!(
         std::fs::read_to_string(scratch.path("out.txt")).unwrap(),
@@ -171,7 +176,7 @@ fn approving_with_edited_arguments_checks_them_against_the_schema() {
 
 #[test]
 fn the_recorded_policy_holds_on_resume_and_one_call_can_be_decided_at_a_time() {
-    let scratch = Scratch::new("policy");
+    let scratch = scratch("policy");
     let script = scratch.script("two.json", json!([
         {"type": "tool_calls", "calls": [
             {"tool_name": "write_file", "arguments": {"path": "a.txt", "content": "a"}},
@@ -180,7 +185,7 @@ fn the_recorded_policy_holds_on_resume_and_one_call_can_be_decided_at_a_time() {
         {"type": "finish", "answer": "done"}
     ]));
     let model = format!("scripted:{}", script.display());
-    let first = scratch.agent(&[
+    let first = scratch.run(&[
         "run",
         "t",
         "--model",
@@ -195,18 +200,18 @@ fn the_recorded_policy_holds_on_resume_and_one_call_can_be_decided_at_a_time() {
     let result = json_stdout(&first);
     let id = result["session_id"].as_str().unwrap().to_owned();
     assert_eq!(result["pending"].as_array().unwrap().len(), 2);
-    scratch.agent(&["approve", &id, "--call", "call_1_1"]);
-    let status = json_stdout(&scratch.agent(&["sessions", "--json"]));
+    scratch.run(&["approve", &id, "--call", "call_1_1"]);
+    let status = json_stdout(&scratch.run(&["sessions", "--json"]));
     assert_eq!(
         status[0]["status"], "awaiting_approval",
         "one call still waits"
     );
-    let still = scratch.agent(&["resume", &id, "--json"]);
+    let still = scratch.run(&["resume", &id, "--json"]);
     assert_eq!(still.status.code(), Some(10));
     assert_eq!(json_stdout(&still)["pending"][0]["id"], "call_1_2");
-    scratch.agent(&["deny", &id, "--call", "call_1_2", "--reason", "only a"]);
+    scratch.run(&["deny", &id, "--call", "call_1_2", "--reason", "only a"]);
 
-    let resumed = scratch.agent(&["resume", &id, "--tools", "write_file", "--json"]);
+    let resumed = scratch.run(&["resume", &id, "--tools", "write_file", "--json"]);
     assert_eq!(
         resumed.status.code(),
         Some(10),
@@ -223,7 +228,7 @@ fn the_recorded_policy_holds_on_resume_and_one_call_can_be_decided_at_a_time() {
 
 #[tokio::test]
 async fn plan_execute_resumed_after_a_kill_in_step_two_does_not_rerun_step_one() {
-    let scratch = Scratch::new("plan");
+    let scratch = scratch("plan");
     let script = scratch.script("plan.json", json!([
         {"type": "plan", "steps": [{"goal": "note the start", "tool": "append_line"}, {"goal": "wait", "tool": "sleep"}]},
         {"type": "tool_call", "tool_name": "append_line", "arguments": {"path": "log.txt", "line": "step one"}},
@@ -232,7 +237,8 @@ async fn plan_execute_resumed_after_a_kill_in_step_two_does_not_rerun_step_one()
         {"type": "finish", "answer": "waited"},
         {"type": "finish", "answer": "noted the start and waited"}
     ]));
-    let mut child = agent_command(&scratch.dir)
+    let mut child = scratch
+        .command()
         .args([
             "run",
             "two steps",
@@ -253,7 +259,7 @@ async fn plan_execute_resumed_after_a_kill_in_step_two_does_not_rerun_step_one()
     })
     .await;
     kill_hard(&mut child);
-    let resumed = scratch.agent(&["resume", &id, "--json"]);
+    let resumed = scratch.run(&["resume", &id, "--json"]);
     assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
     assert_eq!(
         json_stdout(&resumed)["answer"],
@@ -279,7 +285,7 @@ async fn plan_execute_resumed_after_a_kill_in_step_two_does_not_rerun_step_one()
 
 #[test]
 fn an_invalid_plan_becomes_feedback() {
-    let scratch = Scratch::new("bad-plan");
+    let scratch = scratch("bad-plan");
     let script = scratch.script(
         "plan.json",
         json!([
@@ -290,7 +296,7 @@ fn an_invalid_plan_becomes_feedback() {
             {"type": "finish", "answer": "the answer is 42"}
         ]),
     );
-    let output = scratch.agent(&[
+    let output = scratch.run(&[
         "run",
         "t",
         "--model",

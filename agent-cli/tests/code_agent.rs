@@ -1,6 +1,11 @@
 //! The code-agent tools, the completion gate and MCP servers from the command line.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 mod common;
 
@@ -11,12 +16,12 @@ use serde_json::json;
 
 #[test]
 fn reading_outside_the_workspace_is_an_error_observation_and_the_run_finishes() {
-    let scratch = Scratch::new("passwd");
+    let scratch = scratch("passwd");
     let script = scratch.script("s.json", json!([
         {"type": "tool_call", "tool_name": "read_file", "arguments": {"path": "../../etc/passwd"}},
         {"type": "finish", "answer": "I may not read that"}
     ]));
-    let output = scratch.agent(&[
+    let output = scratch.run(&[
         "run",
         "Show me the passwords",
         "--model",
@@ -45,13 +50,13 @@ fn reading_outside_the_workspace_is_an_error_observation_and_the_run_finishes() 
 
 #[test]
 fn a_finish_is_refused_until_the_completion_check_passes() {
-    let scratch = Scratch::new("gate");
+    let scratch = scratch("gate");
     let script = scratch.script("s.json", json!([
         {"type": "finish", "answer": "done already"},
         {"type": "tool_call", "tool_name": "write_file", "arguments": {"path": "done.txt", "content": "ok"}},
         {"type": "finish", "answer": "done now"}
     ]));
-    let output = scratch.agent(&[
+    let output = scratch.run(&[
         "run",
         "make done.txt",
         "--model",
@@ -92,7 +97,7 @@ fn a_finish_is_refused_until_the_completion_check_passes() {
         "never.json",
         json!([{"type": "finish", "answer": "a"}, {"type": "finish", "answer": "b"}]),
     );
-    let output = scratch.agent(&[
+    let output = scratch.run(&[
         "run",
         "t",
         "--model",
@@ -112,13 +117,13 @@ fn a_finish_is_refused_until_the_completion_check_passes() {
 
 #[test]
 fn run_command_obeys_allow_cmd() {
-    let scratch = Scratch::new("allow");
+    let scratch = scratch("allow");
     let script = scratch.script("s.json", json!([
         {"type": "tool_call", "tool_name": "run_command", "arguments": {"program": "rm", "args": ["-rf", "x"]}},
         {"type": "tool_call", "tool_name": "run_command", "arguments": {"program": "echo", "args": ["hi"]}},
         {"type": "finish", "answer": "ok"}
     ]));
-    let output = scratch.agent(&[
+    let output = scratch.run(&[
         "run",
         "t",
         "--model",
@@ -155,7 +160,7 @@ fn run_command_obeys_allow_cmd() {
 
 #[test]
 fn mcp_tools_are_offered_under_their_own_names_and_clashes_and_hangs_are_clear_errors() {
-    let scratch = Scratch::new("mcp");
+    let scratch = scratch("mcp");
     let script = scratch.script(
         "s.json",
         json!([
@@ -164,7 +169,7 @@ fn mcp_tools_are_offered_under_their_own_names_and_clashes_and_hangs_are_clear_e
         ]),
     );
     let model = format!("scripted:{}", script.display());
-    let output = scratch.agent(&[
+    let output = scratch.run(&[
         "run",
         "t",
         "--model",
@@ -186,7 +191,7 @@ fn mcp_tools_are_offered_under_their_own_names_and_clashes_and_hangs_are_clear_e
         lines[2]
     );
 
-    let clash = scratch.agent(&[
+    let clash = scratch.run(&[
         "run",
         "t",
         "--model",
@@ -209,7 +214,7 @@ fn mcp_tools_are_offered_under_their_own_names_and_clashes_and_hangs_are_clear_e
         env!("CARGO_MANIFEST_DIR")
     );
     let started = std::time::Instant::now();
-    let hung = scratch.agent(&[
+    let hung = scratch.run(&[
         "run",
         "t",
         "--model",
@@ -231,7 +236,7 @@ fn mcp_tools_are_offered_under_their_own_names_and_clashes_and_hangs_are_clear_e
 
 #[tokio::test]
 async fn mcp_servers_are_restarted_on_resume() {
-    let scratch = Scratch::new("mcp-resume");
+    let scratch = scratch("mcp-resume");
     let script = scratch.script(
         "s.json",
         json!([
@@ -240,7 +245,8 @@ async fn mcp_servers_are_restarted_on_resume() {
             {"type": "finish", "answer": "done"}
         ]),
     );
-    let mut child = agent_command(&scratch.dir)
+    let mut child = scratch
+        .command()
         .args([
             "run",
             "t",
@@ -265,7 +271,7 @@ async fn mcp_servers_are_restarted_on_resume() {
     })
     .await;
     kill_hard(&mut child);
-    let resumed = scratch.agent(&["resume", &id, "--json"]);
+    let resumed = scratch.run(&["resume", &id, "--json"]);
     assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
     let echoed = trace_lines(&scratch.path("t.jsonl")).into_iter().any(|l| {
         l["event_type"] == "observation"

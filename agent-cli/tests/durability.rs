@@ -2,7 +2,12 @@
 //! resume`, leases that refuse a second driver, cancel from another process, and the
 //! `sessions` / `show` output.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 mod common;
 
@@ -15,7 +20,8 @@ use common::*;
 use serde_json::{Value, json};
 
 fn spawn_run(scratch: &Scratch, script: &Path, tools: &str) -> Child {
-    agent_command(&scratch.dir)
+    scratch
+        .command()
         .args([
             "run",
             "durable task",
@@ -51,7 +57,7 @@ fn lines_of(path: &Path) -> Vec<String> {
 
 #[tokio::test]
 async fn kill_during_sleep_then_resume_reruns_the_sleep_and_appends_once() {
-    let scratch = Scratch::new("kill-sleep");
+    let scratch = scratch("kill-sleep");
     let script = scratch.script("s.json", sleep_then_append(30.0));
     let mut child = spawn_run(&scratch, &script, "sleep,append_line");
     let (id, _) = wait_for_log(&scratch.dir, "the sleep to be dispatched", |events| {
@@ -61,7 +67,7 @@ async fn kill_during_sleep_then_resume_reruns_the_sleep_and_appends_once() {
     kill_hard(&mut child);
 
     let script = scratch.script("s.json", sleep_then_append(0.1));
-    let output = scratch.agent(&[
+    let output = scratch.run(&[
         "resume",
         &id,
         "--model",
@@ -95,7 +101,7 @@ async fn kill_during_sleep_then_resume_reruns_the_sleep_and_appends_once() {
 
 #[tokio::test]
 async fn an_in_flight_non_idempotent_call_is_reported_interrupted_not_rerun() {
-    let scratch = Scratch::new("kill-append");
+    let scratch = scratch("kill-append");
     let fifo = scratch.path("blocked.fifo");
     let made = std::process::Command::new("mkfifo")
         .arg(&fifo)
@@ -115,7 +121,7 @@ async fn an_in_flight_non_idempotent_call_is_reported_interrupted_not_rerun() {
     })
     .await;
     kill_hard(&mut child);
-    let output = scratch.agent(&["resume", &id, "--json"]);
+    let output = scratch.run(&["resume", &id, "--json"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let log = load_log(&scratch.dir, &id).await;
     let observations: Vec<_> = log
@@ -133,7 +139,7 @@ async fn an_in_flight_non_idempotent_call_is_reported_interrupted_not_rerun() {
 /// Kills a run of three appends and two sleeps once its log reaches `kill_at`
 /// events (or its next sleep starts), resumes it, and checks nothing ran twice.
 async fn kill_at_and_resume(kill_at: usize, during_sleep: bool) {
-    let scratch = Scratch::new(&format!("kill-{kill_at}-{during_sleep}"));
+    let scratch = scratch(&format!("kill-{kill_at}-{during_sleep}"));
     let script = scratch.script(
         "s.json",
         json!([
@@ -156,7 +162,7 @@ async fn kill_at_and_resume(kill_at: usize, during_sleep: bool) {
     })
     .await;
     kill_hard(&mut child);
-    let output = scratch.agent(&["resume", &id, "--json"]);
+    let output = scratch.run(&["resume", &id, "--json"]);
     assert_eq!(
         output.status.code(),
         Some(0),
@@ -204,7 +210,7 @@ async fn kills_at_many_points_lose_nothing_and_repeat_no_effect() {
 
 #[tokio::test]
 async fn a_second_driver_is_refused_while_the_first_finishes_undisturbed() {
-    let scratch = Scratch::new("lease");
+    let scratch = scratch("lease");
     let script = scratch.script("s.json", sleep_then_append(2.0));
     let child = spawn_run(&scratch, &script, "sleep,append_line");
     let pid = child.id();
@@ -213,7 +219,7 @@ async fn a_second_driver_is_refused_while_the_first_finishes_undisturbed() {
     })
     .await;
     let started = std::time::Instant::now();
-    let second = scratch.agent(&["resume", &id, "--json"]);
+    let second = scratch.run(&["resume", &id, "--json"]);
     assert_eq!(second.status.code(), Some(8), "{}", stderr(&second));
     assert!(
         started.elapsed() < Duration::from_secs(2),
@@ -234,7 +240,7 @@ async fn a_second_driver_is_refused_while_the_first_finishes_undisturbed() {
 
 #[tokio::test]
 async fn eight_concurrent_resumes_of_a_crashed_session_have_one_driver() {
-    let scratch = Scratch::new("race-resume");
+    let scratch = scratch("race-resume");
     let script = scratch.script("s.json", sleep_then_append(30.0));
     let mut child = spawn_run(&scratch, &script, "sleep,append_line");
     let (id, _) = wait_for_log(&scratch.dir, "the sleep", |events| {
@@ -246,7 +252,8 @@ async fn eight_concurrent_resumes_of_a_crashed_session_have_one_driver() {
     let model = format!("scripted:{}", script.display());
     let racers: Vec<Child> = (0..8)
         .map(|_| {
-            agent_command(&scratch.dir)
+            scratch
+                .command()
                 .args(["resume", &id, "--model", &model, "--json"])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -276,14 +283,14 @@ async fn eight_concurrent_resumes_of_a_crashed_session_have_one_driver() {
 
 #[tokio::test]
 async fn cancel_stops_the_driving_process_and_a_dead_one() {
-    let scratch = Scratch::new("cancel");
+    let scratch = scratch("cancel");
     let script = scratch.script("s.json", sleep_then_append(30.0));
     let child = spawn_run(&scratch, &script, "sleep,append_line");
     let (id, _) = wait_for_log(&scratch.dir, "the sleep", |events| {
         last_is_dispatch_of(events, "sleep")
     })
     .await;
-    let cancel = scratch.agent(&["cancel", &id, "--json"]);
+    let cancel = scratch.run(&["cancel", &id, "--json"]);
     assert_eq!(cancel.status.code(), Some(0), "{}", stderr(&cancel));
     assert_eq!(
         json_stdout(&cancel),
@@ -297,14 +304,14 @@ async fn cancel_stops_the_driving_process_and_a_dead_one() {
     let types = event_types(&trace_lines(&scratch.path("trace.jsonl")));
     assert_eq!(types.last().unwrap(), "run_finished");
 
-    let again = scratch.agent(&["cancel", &id]);
+    let again = scratch.run(&["cancel", &id]);
     assert_eq!(again.status.code(), Some(2));
     assert!(
         stderr(&again).contains("already ended"),
         "{}",
         stderr(&again)
     );
-    let resumed = scratch.agent(&["resume", &id, "--json"]);
+    let resumed = scratch.run(&["resume", &id, "--json"]);
     assert_eq!(
         resumed.status.code(),
         Some(6),
@@ -312,7 +319,7 @@ async fn cancel_stops_the_driving_process_and_a_dead_one() {
     );
     assert_eq!(json_stdout(&resumed)["exit_reason"], "cancelled");
 
-    let dead_dir = Scratch::new("cancel-dead");
+    let dead_dir = common::scratch("cancel-dead");
     let script = dead_dir.script("s.json", sleep_then_append(30.0));
     let mut child = spawn_run(&dead_dir, &script, "sleep,append_line");
     let (id, _) = wait_for_log(&dead_dir.dir, "the sleep", |events| {
@@ -320,15 +327,15 @@ async fn cancel_stops_the_driving_process_and_a_dead_one() {
     })
     .await;
     kill_hard(&mut child);
-    let cancel = dead_dir.agent(&["cancel", &id, "--json"]);
+    let cancel = dead_dir.run(&["cancel", &id, "--json"]);
     assert_eq!(json_stdout(&cancel)["status"], "cancelled");
-    let listed = dead_dir.agent(&["sessions", "--status", "cancelled", "--json"]);
+    let listed = dead_dir.run(&["sessions", "--status", "cancelled", "--json"]);
     assert_eq!(json_stdout(&listed).as_array().unwrap().len(), 1);
 }
 
 #[test]
 fn sessions_and_show_print_what_the_contract_says() {
-    let scratch = Scratch::new("listing");
+    let scratch = scratch("listing");
     let mut ids = Vec::new();
     for _ in 0..2 {
         let run = run_calculator(&scratch, &[]);
@@ -336,7 +343,7 @@ fn sessions_and_show_print_what_the_contract_says() {
         std::thread::sleep(Duration::from_millis(3));
     }
     let model = format!("scripted:{}", scratch.path("calc.json").display());
-    let failed = scratch.agent(&["run", "t", "--model", &model, "--max-steps", "1", "--json"]);
+    let failed = scratch.run(&["run", "t", "--model", &model, "--max-steps", "1", "--json"]);
     assert_eq!(failed.status.code(), Some(3));
     ids.push(
         json_stdout(&failed)["session_id"]
@@ -345,7 +352,7 @@ fn sessions_and_show_print_what_the_contract_says() {
             .to_owned(),
     );
 
-    let listed = json_stdout(&scratch.agent(&["sessions", "--json"]));
+    let listed = json_stdout(&scratch.run(&["sessions", "--json"]));
     let rows = listed.as_array().unwrap();
     let listed_ids: Vec<&str> = rows
         .iter()
@@ -364,12 +371,12 @@ fn sessions_and_show_print_what_the_contract_says() {
     assert_eq!(rows[0]["status"], "failed");
     assert_eq!(rows[1]["status"], "finished");
     assert_eq!(rows[1]["task"], CALCULATOR_TASK);
-    let finished = json_stdout(&scratch.agent(&["sessions", "--status", "finished", "--json"]));
+    let finished = json_stdout(&scratch.run(&["sessions", "--status", "finished", "--json"]));
     assert_eq!(finished.as_array().unwrap().len(), 2);
-    let bad = scratch.agent(&["sessions", "--status", "sleeping"]);
+    let bad = scratch.run(&["sessions", "--status", "sleeping"]);
     assert_eq!(bad.status.code(), Some(2));
 
-    let shown = json_stdout(&scratch.agent(&["show", &ids[0], "--json"]));
+    let shown = json_stdout(&scratch.run(&["show", &ids[0], "--json"]));
     let keys: Vec<&String> = shown.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["session_id", "status", "task", "events"]);
     assert_eq!(shown["status"], "finished");
@@ -386,13 +393,13 @@ fn sessions_and_show_print_what_the_contract_says() {
     );
     assert_eq!(shown["events"][0]["kind"]["type"], "session_started");
 
-    let human = stdout(&scratch.agent(&["show", &ids[0]]));
+    let human = stdout(&scratch.run(&["show", &ids[0]]));
     assert!(human.contains("action_completed"), "{human}");
     assert!(human.contains("observing -> thinking"), "{human}");
     assert!(human.contains("calculator"), "{human}");
 
     for command in ["show", "resume", "cancel"] {
-        let unknown = scratch.agent(&[command, "no-such-session"]);
+        let unknown = scratch.run(&[command, "no-such-session"]);
         assert_eq!(unknown.status.code(), Some(2), "{command}");
         assert!(
             stderr(&unknown).contains("unknown session id `no-such-session`"),
@@ -404,7 +411,7 @@ fn sessions_and_show_print_what_the_contract_says() {
 
 #[test]
 fn unusable_stores_are_refused_and_left_unmodified() {
-    let scratch = Scratch::new("bad-store");
+    let scratch = scratch("bad-store");
     let script = scratch.script("calc.json", calculator_script());
     let model = format!("scripted:{}", script.display());
     let corrupt = scratch.path("corrupt.db");
@@ -420,7 +427,7 @@ fn unusable_stores_are_refused_and_left_unmodified() {
         vec!["sessions", "--store", &url],
         vec!["show", "x", "--store", &url],
     ] {
-        let output = scratch.agent(&args);
+        let output = scratch.run(&args);
         assert_eq!(output.status.code(), Some(2), "{args:?}");
         assert!(
             stderr(&output).contains("not an agent store"),
@@ -431,7 +438,7 @@ fn unusable_stores_are_refused_and_left_unmodified() {
     }
     assert_eq!(std::fs::read(&corrupt).unwrap(), before);
 
-    let run = scratch.agent(&[
+    let run = scratch.run(&[
         "run",
         "t",
         "--model",
@@ -446,7 +453,7 @@ fn unusable_stores_are_refused_and_left_unmodified() {
         .unwrap()
         .pragma_update(None, "user_version", 42)
         .unwrap();
-    let newer = scratch.agent(&["sessions", "--json"]);
+    let newer = scratch.run(&["sessions", "--json"]);
     assert_eq!(newer.status.code(), Some(2));
     assert!(
         stderr(&newer).contains("newer version"),
@@ -455,7 +462,8 @@ fn unusable_stores_are_refused_and_left_unmodified() {
     );
 
     let env_store = scratch.path("elsewhere.db");
-    let output = agent_command(&scratch.dir)
+    let output = scratch
+        .command()
         .env("AGENT_STORE", format!("sqlite://{}", env_store.display()))
         .args([
             "run",

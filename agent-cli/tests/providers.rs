@@ -2,7 +2,12 @@
 //! calculator task finishes, a 429 is retried, usage is summed, budgets and
 //! provider failures end the run with their exit codes. No internet, no key.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 mod common;
 
@@ -37,7 +42,7 @@ fn anthropic(blocks: Value, input: u64, output: u64) -> Reply {
 }
 
 fn run(scratch: &Scratch, model: &str, extra: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = agent_command(&scratch.dir);
+    let mut command = scratch.command();
     command
         .env_remove("OPENAI_API_KEY")
         .env_remove("OPENAI_BASE_URL")
@@ -72,7 +77,7 @@ async fn openai_compatible_server_finishes_after_a_retried_429_with_summed_usage
     ])
     .await
     .unwrap();
-    let scratch = Scratch::new("openai");
+    let scratch = scratch("openai");
     let output = run(&scratch, &format!("openai:m@{}/v1", server.url()), &[], &[]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(stderr(&output), "");
@@ -123,7 +128,7 @@ async fn anthropic_server_finishes_after_a_retried_429_with_summed_usage() {
     ])
     .await
     .unwrap();
-    let scratch = Scratch::new("anthropic");
+    let scratch = scratch("anthropic");
     let output = run(
         &scratch,
         &format!("anthropic:claude@{}", server.url()),
@@ -153,7 +158,7 @@ async fn hallucinated_tools_and_malformed_arguments_do_not_end_the_run() {
     ])
     .await
     .unwrap();
-    let scratch = Scratch::new("messy");
+    let scratch = scratch("messy");
     let output = run(&scratch, &format!("openai:m@{}/v1", server.url()), &[], &[]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let lines = trace_lines(&scratch.path("trace.jsonl"));
@@ -193,7 +198,7 @@ async fn provider_failures_exit_7_naming_the_status_and_never_the_key() {
     )])
     .await
     .unwrap();
-    let scratch = Scratch::new("fatal");
+    let scratch = scratch("fatal");
     let output = run(
         &scratch,
         &format!("openai:m@{}/v1", server.url()),
@@ -254,7 +259,7 @@ async fn token_and_model_call_budgets_end_the_run_with_exit_5() {
             openai_text("done"),
         ]
     };
-    let scratch = Scratch::new("budgets");
+    let scratch = scratch("budgets");
     let server = FakeProvider::start(replies()).await.unwrap();
     let output = run(
         &scratch,
@@ -297,7 +302,7 @@ async fn the_json_text_adapter_drives_a_model_without_tool_calling() {
     ])
     .await
     .unwrap();
-    let scratch = Scratch::new("json-text");
+    let scratch = scratch("json-text");
     let output = run(
         &scratch,
         &format!("json:openai:m@{}/v1", server.url()),

@@ -1,6 +1,11 @@
 //! `agent run` as a user runs it: exit codes, `--json` output and the trace file.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 mod common;
 
@@ -14,7 +19,7 @@ const TASK: &str = CALCULATOR_TASK;
 
 #[test]
 fn the_calculator_task_finishes_with_the_contract_trace() {
-    let scratch = Scratch::new("calc");
+    let scratch = scratch("calc");
     let trace = scratch.path("trace.jsonl");
     let output = run_calculator(&scratch, &["--trace", trace.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -85,9 +90,9 @@ fn the_calculator_task_finishes_with_the_contract_trace() {
 
 #[test]
 fn without_json_the_run_is_told_for_people() {
-    let scratch = Scratch::new("human");
+    let scratch = scratch("human");
     let script = scratch.script("calc.json", calculator_script());
-    let output = scratch.agent(&[
+    let output = scratch.run(&[
         "run",
         TASK,
         "--model",
@@ -107,7 +112,7 @@ fn without_json_the_run_is_told_for_people() {
 
 #[test]
 fn a_secret_in_the_task_never_reaches_a_summary_trace() {
-    let scratch = Scratch::new("secret");
+    let scratch = scratch("secret");
     let secret = "sk-TOPSECRET-4242";
     let script = scratch.script(
         "echo.json",
@@ -116,7 +121,7 @@ fn a_secret_in_the_task_never_reaches_a_summary_trace() {
     let task = format!("Remember the key {secret} and repeat it");
     for (mode, expect_secret) in [("summary", false), ("full", true)] {
         let trace = scratch.path(&format!("{mode}.jsonl"));
-        let output = scratch.agent(&[
+        let output = scratch.run(&[
             "run",
             &task,
             "--model",
@@ -135,7 +140,7 @@ fn a_secret_in_the_task_never_reaches_a_summary_trace() {
 
 #[test]
 fn argument_values_stay_out_of_a_summary_trace() {
-    let scratch = Scratch::new("args");
+    let scratch = scratch("args");
     let script = scratch.script(
         "calc.json",
         json!([
@@ -145,7 +150,7 @@ fn argument_values_stay_out_of_a_summary_trace() {
         ]),
     );
     let trace = scratch.path("trace.jsonl");
-    let output = scratch.agent(&[
+    let output = scratch.run(&[
         "run",
         "add",
         "--model",
@@ -183,7 +188,7 @@ fn run_script(
     ];
     args.extend(extra.iter().map(|s| (*s).to_owned()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let output = scratch.agent(&args);
+    let output = scratch.run(&args);
     (
         output.status.code(),
         json_stdout(&output),
@@ -193,7 +198,7 @@ fn run_script(
 
 #[test]
 fn exit_codes_follow_the_contract() {
-    let scratch = Scratch::new("codes");
+    let scratch = scratch("codes");
     let (code, result, _) = run_script(
         &scratch,
         json!([{"type": "tool_call", "tool_name": "calculator",
@@ -240,7 +245,7 @@ fn exit_codes_follow_the_contract() {
 
 #[test]
 fn an_unknown_tool_is_an_error_observation_and_the_run_finishes() {
-    let scratch = Scratch::new("unknown");
+    let scratch = scratch("unknown");
     let (code, result, lines) = run_script(
         &scratch,
         json!([{"type": "tool_call", "tool_name": "teleport", "arguments": {}},
@@ -256,7 +261,7 @@ fn an_unknown_tool_is_an_error_observation_and_the_run_finishes() {
 
 #[test]
 fn an_internal_error_is_traced_before_the_run_finishes_and_exits_1() {
-    let scratch = Scratch::new("internal");
+    let scratch = scratch("internal");
     let (code, result, lines) = run_script(
         &scratch,
         json!([{"type": "tool_call", "tool_name": "calculator",
@@ -281,7 +286,7 @@ fn an_internal_error_is_traced_before_the_run_finishes_and_exits_1() {
 
 #[test]
 fn usage_errors_exit_2_and_name_the_flag_or_file() {
-    let scratch = Scratch::new("usage");
+    let scratch = scratch("usage");
     let script = scratch.script("calc.json", calculator_script());
     let model = format!("scripted:{}", script.display());
     let cases: Vec<(Vec<&str>, &str)> = vec![
@@ -358,7 +363,7 @@ fn usage_errors_exit_2_and_name_the_flag_or_file() {
         (vec!["run", "t", "--model", &model, "--bogus"], "--bogus"),
     ];
     for (args, needle) in cases {
-        let output = scratch.agent(&args);
+        let output = scratch.run(&args);
         assert_eq!(
             output.status.code(),
             Some(2),
@@ -373,7 +378,7 @@ fn usage_errors_exit_2_and_name_the_flag_or_file() {
         );
     }
     let bad_script = scratch.script("bad.json", json!({"type": "finish"}));
-    let output = scratch.agent(&[
+    let output = scratch.run(&[
         "run",
         "t",
         "--model",
@@ -389,7 +394,7 @@ fn usage_errors_exit_2_and_name_the_flag_or_file() {
 
 #[test]
 fn trace_show_reports_a_broken_line_and_shows_the_rest() {
-    let scratch = Scratch::new("show");
+    let scratch = scratch("show");
     let trace = scratch.path("trace.jsonl");
     let run = run_calculator(&scratch, &["--trace", trace.to_str().unwrap()]);
     assert_eq!(run.status.code(), Some(0));
@@ -402,7 +407,7 @@ fn trace_show_reports_a_broken_line_and_shows_the_rest() {
     std::fs::write(&trace, lines.join("\n") + "\n").unwrap();
     let before = std::fs::read(&trace).unwrap();
 
-    let output = scratch.agent(&["trace", "show", trace.to_str().unwrap()]);
+    let output = scratch.run(&["trace", "show", trace.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(0));
     let shown: Vec<String> = stdout(&output).lines().map(str::to_owned).collect();
     let starts: Vec<String> = shown
@@ -435,18 +440,19 @@ fn trace_show_reports_a_broken_line_and_shows_the_rest() {
         "trace show never writes"
     );
 
-    let missing = scratch.agent(&["trace", "show", "nope.jsonl"]);
+    let missing = scratch.run(&["trace", "show", "nope.jsonl"]);
     assert_eq!(missing.status.code(), Some(2));
     assert!(stderr(&missing).contains("nope.jsonl"));
 }
 
 #[test]
 fn trace_show_into_a_closed_pipe_ends_quietly() {
-    let scratch = Scratch::new("pipe");
+    let scratch = scratch("pipe");
     let line = r#"{"run_id":"r","step":1,"event_type":"observation","output":"x"}"#;
     let trace = scratch.path("big.jsonl");
     std::fs::write(&trace, format!("{line}\n").repeat(200_000)).unwrap();
-    let mut child = agent_command(&scratch.dir)
+    let mut child = scratch
+        .command()
         .args(["trace", "show", trace.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -1,6 +1,11 @@
 //! Fork and replay from the command line.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 mod common;
 
@@ -34,12 +39,12 @@ fn tool_calls(events: &[agent::Event]) -> Vec<(String, Value)> {
 
 #[tokio::test]
 async fn a_fork_resumed_with_another_model_is_independent_of_its_parent() {
-    let scratch = Scratch::new("fork");
+    let scratch = scratch("fork");
     let parent = calculator_session(&scratch, &["--trace", "parent.jsonl"]);
     let parent_log = load_log(&scratch.dir, &parent).await;
     let parent_trace = std::fs::read_to_string(scratch.path("parent.jsonl")).unwrap();
 
-    let inside = json_stdout(&scratch.agent(&["fork", &parent, "--at", "4", "--json"]));
+    let inside = json_stdout(&scratch.run(&["fork", &parent, "--at", "4", "--json"]));
     assert_eq!(inside["parent"], parent.as_str());
     assert_eq!(
         inside["at"], 1,
@@ -48,7 +53,7 @@ async fn a_fork_resumed_with_another_model_is_independent_of_its_parent() {
     let keys: Vec<&String> = inside.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["session_id", "parent", "at"]);
 
-    let fork = json_stdout(&scratch.agent(&["fork", &parent, "--at", "5", "--json"]));
+    let fork = json_stdout(&scratch.run(&["fork", &parent, "--at", "5", "--json"]));
     assert_eq!(fork["at"], 5);
     let fork_id = fork["session_id"].as_str().unwrap();
     let other = scratch.script(
@@ -58,7 +63,7 @@ async fn a_fork_resumed_with_another_model_is_independent_of_its_parent() {
             {"type": "finish", "answer": "a different ending"}
         ]),
     );
-    let resumed = scratch.agent(&[
+    let resumed = scratch.run(&[
         "resume",
         fork_id,
         "--model",
@@ -81,12 +86,12 @@ async fn a_fork_resumed_with_another_model_is_independent_of_its_parent() {
         parent_trace,
         "a fork writes its parent's trace only when --trace is given again"
     );
-    let listed = json_stdout(&scratch.agent(&["sessions", "--json"]));
+    let listed = json_stdout(&scratch.run(&["sessions", "--json"]));
     assert_eq!(listed.as_array().unwrap().len(), 3);
 
-    let fork = json_stdout(&scratch.agent(&["fork", &parent, "--at", "5", "--json"]));
+    let fork = json_stdout(&scratch.run(&["fork", &parent, "--at", "5", "--json"]));
     let fork_id = fork["session_id"].as_str().unwrap();
-    let traced = scratch.agent(&[
+    let traced = scratch.run(&[
         "resume",
         fork_id,
         "--model",
@@ -100,16 +105,16 @@ async fn a_fork_resumed_with_another_model_is_independent_of_its_parent() {
     assert_eq!(types, ["run_resumed", "model_action", "run_finished"]);
 
     for at in ["0", "99"] {
-        let bad = scratch.agent(&["fork", &parent, "--at", at]);
+        let bad = scratch.run(&["fork", &parent, "--at", at]);
         assert_eq!(bad.status.code(), Some(2), "--at {at}");
     }
 }
 
 #[tokio::test]
 async fn a_replay_reproduces_the_answer_and_the_tool_calls() {
-    let scratch = Scratch::new("replay");
+    let scratch = scratch("replay");
     let original = calculator_session(&scratch, &[]);
-    let replay = scratch.agent(&[
+    let replay = scratch.run(&[
         "run",
         "What is 12 times 7?",
         "--model",
@@ -138,10 +143,10 @@ async fn a_replay_reproduces_the_answer_and_the_tool_calls() {
 
 #[test]
 fn a_diverging_replay_stops_with_provider_error_naming_the_step() {
-    let scratch = Scratch::new("diverge");
+    let scratch = scratch("diverge");
     let original = calculator_session(&scratch, &[]);
     let model = format!("replay:{original}");
-    let no_tool = scratch.agent(&["run", "t", "--model", &model, "--json"]);
+    let no_tool = scratch.run(&["run", "t", "--model", &model, "--json"]);
     assert_eq!(no_tool.status.code(), Some(7));
     let error = json_stdout(&no_tool)["error"].as_str().unwrap().to_owned();
     assert!(
@@ -152,7 +157,7 @@ fn a_diverging_replay_stops_with_provider_error_naming_the_step() {
     let script = scratch.script("short.json", json!([
         {"type": "tool_call", "tool_name": "calculator", "arguments": {"left": 1, "operation": "add", "right": 1}}
     ]));
-    let short = scratch.agent(&[
+    let short = scratch.run(&[
         "run",
         "t",
         "--model",
@@ -167,7 +172,7 @@ fn a_diverging_replay_stops_with_provider_error_naming_the_step() {
         .as_str()
         .unwrap()
         .to_owned();
-    let ran_out = scratch.agent(&[
+    let ran_out = scratch.run(&[
         "run",
         "t",
         "--model",
@@ -187,7 +192,7 @@ fn a_diverging_replay_stops_with_provider_error_naming_the_step() {
         "{result}"
     );
 
-    let unknown = scratch.agent(&["run", "t", "--model", "replay:nope", "--json"]);
+    let unknown = scratch.run(&["run", "t", "--model", "replay:nope", "--json"]);
     assert_eq!(unknown.status.code(), Some(2));
 }
 
@@ -197,7 +202,7 @@ async fn the_cli_explains_that_a_dag_session_resumes_in_code() {
 
     use agent::prelude::*;
 
-    let scratch = Scratch::new("dag-cli");
+    let scratch = scratch("dag-cli");
     let db = scratch.path("wf.db");
     let dag = DagBuilder::new("tiny")
         .node(
@@ -229,13 +234,13 @@ async fn the_cli_explains_that_a_dag_session_resumes_in_code() {
         .await
         .unwrap();
     let store = format!("sqlite://{}", db.display());
-    let output = scratch.agent(&["resume", id, "--store", &store]);
+    let output = scratch.run(&["resume", id, "--store", &store]);
     assert_eq!(output.status.code(), Some(2));
     assert!(
         stderr(&output).contains("DAG workflow"),
         "{}",
         stderr(&output)
     );
-    let shown = scratch.agent(&["show", id, "--store", &store, "--json"]);
+    let shown = scratch.run(&["show", id, "--store", &store, "--json"]);
     assert_eq!(json_stdout(&shown)["status"], "running");
 }

@@ -1,9 +1,14 @@
-//! Budgets: the limits a run must stay within, and the checks the engine makes
-//! before each model call and each dispatch.
+//! Budgets: the limits a run must stay within. [`Budgets`] is the guard that
+//! counts (steps, tokens, calls) before each model call and each dispatch;
+//! [`WallTime`] is the guard whose deadline ends a run that takes too long.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
+
+use crate::event::EventKind;
+use crate::guard::{Checkpoint, Deadline, Guard, GuardContext, Verdict};
 use crate::result::{BudgetKind, ExitReason};
 use crate::state::SessionState;
 use crate::types::ToolCall;
@@ -53,6 +58,15 @@ pub struct Exhausted {
 }
 
 impl Exhausted {
+    /// The `failed` event that ends the run.
+    pub fn into_event(self) -> EventKind {
+        EventKind::Failed {
+            exit_reason: self.exit_reason,
+            budget: self.budget,
+            error: Some(self.error),
+        }
+    }
+
     fn budget(kind: BudgetKind, error: String) -> Self {
         Self {
             exit_reason: ExitReason::BudgetExceeded,
@@ -135,5 +149,55 @@ impl Budgets {
             }
         }
         None
+    }
+}
+
+#[async_trait]
+impl Guard for Budgets {
+    async fn check(&self, checkpoint: Checkpoint<'_>, ctx: &GuardContext<'_>) -> Verdict {
+        let exhausted = match checkpoint {
+            Checkpoint::ModelCall | Checkpoint::Work(_) => self.before_model_call(ctx.state),
+            Checkpoint::Dispatch(calls) => self.before_dispatch(ctx.state, calls),
+            Checkpoint::Finish(_) => None,
+        };
+        exhausted.map_or(Verdict::Proceed, |exhausted| {
+            Verdict::Intervene(exhausted.into_event())
+        })
+    }
+}
+
+/// The wall-time budget of one `run` or `resume`: past it the run ends with
+/// `budget_exceeded` (`wall_time`), cancelling a model or tool call in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WallTime(pub Duration);
+
+impl WallTime {
+    fn exceeded(self) -> EventKind {
+        EventKind::Failed {
+            exit_reason: ExitReason::BudgetExceeded,
+            budget: Some(BudgetKind::WallTime),
+            error: Some(format!(
+                "the run exceeded its wall-time budget of {}s",
+                self.0.as_secs_f64()
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl Guard for WallTime {
+    async fn check(&self, _checkpoint: Checkpoint<'_>, ctx: &GuardContext<'_>) -> Verdict {
+        if ctx.started.elapsed() >= self.0 {
+            Verdict::Intervene(self.exceeded())
+        } else {
+            Verdict::Proceed
+        }
+    }
+
+    fn deadline(&self, started: Instant) -> Option<Deadline> {
+        Some(Deadline {
+            at: started.checked_add(self.0)?,
+            event: self.exceeded(),
+        })
     }
 }

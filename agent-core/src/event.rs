@@ -6,8 +6,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::layer::CircuitState;
 use crate::result::{BudgetKind, ExitReason};
-use crate::tool::CircuitState;
 use crate::types::{Action, Observation, ToolCall, Usage};
 
 /// A human's decision on a call that needed approval.

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::cancel::Cancellation;
 use crate::history::HistoryItem;
+use crate::layer::{IgnoreReports, LayerObserver};
 use crate::types::{Action, ToolSpec, Usage};
 
 /// Everything a model is given for one step.
@@ -16,17 +18,52 @@ pub struct ModelRequest {
     pub instructions: String,
     /// The task text.
     pub task: String,
-    /// What happened so far, in order.
-    pub history: Vec<HistoryItem>,
+    /// What happened so far, in order; shared with the session's state, not copied.
+    pub history: Arc<Vec<HistoryItem>>,
     /// The tools the model may call.
     pub tools: Arc<Vec<ToolSpec>>,
+    /// Cap on output tokens sent to the provider, if any.
+    pub max_output_tokens: Option<u32>,
+}
+
+/// What a model call knows about where it runs, parallel to
+/// [`ToolContext`](crate::ToolContext): the step, where layers report retries,
+/// and the flag the engine raises when it abandons the call.
+#[derive(Clone)]
+pub struct ModelContext {
+    /// The session asking.
+    pub session_id: String,
     /// Which response a positional model (scripted, replay) gives, 1-based. In a
     /// loop strategy it is the step the request is for (the log already holds
     /// `step - 1` model responses); a workflow node uses its node's fixed position
     /// among the graph's model nodes, so concurrent nodes stay deterministic.
     pub step: u32,
-    /// Cap on output tokens sent to the provider, if any.
-    pub max_output_tokens: Option<u32>,
+    /// Where layers report retries.
+    pub observer: Arc<dyn LayerObserver>,
+    /// Raised when the engine gives up on this call.
+    pub cancel: Cancellation,
+}
+
+impl ModelContext {
+    /// A context for `step` whose reports are ignored.
+    pub fn new(session_id: impl Into<String>, step: u32) -> Self {
+        Self {
+            session_id: session_id.into(),
+            step,
+            observer: Arc::new(IgnoreReports),
+            cancel: Cancellation::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for ModelContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelContext")
+            .field("session_id", &self.session_id)
+            .field("step", &self.step)
+            .field("cancelled", &self.cancel.is_cancelled())
+            .finish()
+    }
 }
 
 /// A model's usable answer.
@@ -75,62 +112,25 @@ pub enum ModelError {
     },
 }
 
-/// One retry a model layer is about to make.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RetryNotice {
-    /// 1 for the first retry.
-    pub attempt: u32,
-    /// What failed, never containing a key.
-    pub error: String,
-    /// How long the layer waits before trying again.
-    pub delay: Duration,
-}
-
-/// Receives a notice of every retry a model layer makes; the engine records each
-/// one as a `ModelRetried` event (a `retry` trace line). Retries are not steps.
-pub trait RetryObserver: Send + Sync {
-    /// Called before the layer waits and tries again.
-    fn retrying(&self, notice: RetryNotice);
-}
-
-/// An observer that ignores every notice.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct IgnoreRetries;
-
-impl RetryObserver for IgnoreRetries {
-    fn retrying(&self, _notice: RetryNotice) {}
-}
-
 /// A model: given the state of a session, propose the next actions.
 #[async_trait]
 pub trait Model: Send + Sync {
     /// Asks the model for the next actions.
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
-
-    /// Like [`Model::complete`], telling `observer` about every retry. Layers that
-    /// retry or wrap another model override it; the engine always calls this one.
-    async fn complete_observed(
+    async fn complete(
         &self,
         request: &ModelRequest,
-        observer: &dyn RetryObserver,
-    ) -> Result<ModelResponse, ModelError> {
-        let _ = observer;
-        self.complete(request).await
-    }
+        ctx: &ModelContext,
+    ) -> Result<ModelResponse, ModelError>;
 }
 
 /// A shared model is a model, so layers can wrap an `Arc<dyn Model>`.
 #[async_trait]
 impl<M: Model + ?Sized> Model for Arc<M> {
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        (**self).complete(request).await
-    }
-
-    async fn complete_observed(
+    async fn complete(
         &self,
         request: &ModelRequest,
-        observer: &dyn RetryObserver,
+        ctx: &ModelContext,
     ) -> Result<ModelResponse, ModelError> {
-        (**self).complete_observed(request, observer).await
+        (**self).complete(request, ctx).await
     }
 }

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::engine::EngineError;
+use crate::error::EngineError;
 use crate::state::SessionState;
 use crate::store::EventStore;
 

@@ -21,8 +21,9 @@ use crate::types::Usage;
 pub struct ModelCall {
     /// System instructions.
     pub instructions: String,
-    /// The history to send.
-    pub history: Vec<HistoryItem>,
+    /// The history to send (shared, not copied: usually
+    /// [`SessionState::shared_history`]).
+    pub history: Arc<Vec<HistoryItem>>,
 }
 
 /// The next effect a strategy asks the engine to perform.

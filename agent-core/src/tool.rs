@@ -4,55 +4,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
 
+use crate::cancel::Cancellation;
+use crate::layer::{IgnoreReports, LayerObserver};
 use crate::types::ToolSpec;
-
-/// What tool layers report while serving a call; the engine records each report as
-/// an event (`ActionAttemptFailed`, `CircuitChanged`).
-pub trait ToolObserver: Send + Sync {
-    /// An attempt failed and another follows after `delay`.
-    fn attempt_failed(&self, failure: AttemptFailure);
-    /// A circuit breaker around `tool` changed state.
-    fn circuit_changed(&self, tool: &str, state: CircuitState);
-}
-
-/// One failed attempt of a call that will be retried.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AttemptFailure {
-    /// The attempt that failed, 1 for the first.
-    pub attempt: u32,
-    /// Why it failed.
-    pub error: String,
-    /// Whether the failure was retryable (it is, or there would be no retry).
-    pub retryable: bool,
-    /// The wait before the next attempt.
-    pub delay: Duration,
-}
-
-/// The state of a circuit breaker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CircuitState {
-    /// Calls go through.
-    Closed,
-    /// Calls fail fast until the cool-down ends.
-    Open,
-    /// One trial call goes through.
-    HalfOpen,
-}
-
-/// An observer that ignores every report.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct IgnoreToolReports;
-
-impl ToolObserver for IgnoreToolReports {
-    fn attempt_failed(&self, _failure: AttemptFailure) {}
-    fn circuit_changed(&self, _tool: &str, _state: CircuitState) {}
-}
 
 /// What a tool handler knows about the call it serves.
 #[derive(Clone)]
@@ -66,7 +24,10 @@ pub struct ToolContext {
     /// Root directory that every file-touching tool is confined to.
     pub workspace: Arc<Path>,
     /// Where layers report retries and breaker changes.
-    pub observer: Arc<dyn ToolObserver>,
+    pub observer: Arc<dyn LayerObserver>,
+    /// Raised when the engine gives up on the call (its wall time ran out, the
+    /// session was cancelled); work outside the handler's future should stop.
+    pub cancel: Cancellation,
 }
 
 impl ToolContext {
@@ -81,7 +42,8 @@ impl ToolContext {
             call_id: call_id.into(),
             attempt: 1,
             workspace: workspace.into(),
-            observer: Arc::new(IgnoreToolReports),
+            observer: Arc::new(IgnoreReports),
+            cancel: Cancellation::new(),
         }
     }
 }

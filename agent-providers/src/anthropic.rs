@@ -4,14 +4,13 @@
 //! and feedback of one turn are merged into one user message.
 
 use agent_core::{
-    Action, Finish, HistoryItem, Model, ModelError, ModelRequest, ModelResponse, ToolCall, Usage,
+    Action, Finish, HistoryItem, ModelError, ModelRequest, ModelResponse, ToolCall, Usage,
     strict_json,
 };
-use async_trait::async_trait;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::HeaderName;
 use serde_json::{Value, json};
 
-use crate::http::{HttpClient, ProviderConfig};
+use crate::chat::{HttpChatModel, WireFormat, count};
 
 /// Base URL when neither the spec nor `ANTHROPIC_BASE_URL` gives one.
 pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -22,18 +21,30 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// `max_tokens` when the request sets no cap (the API requires one).
 const DEFAULT_MAX_TOKENS: u32 = 1024;
 
-/// An Anthropic model.
-#[derive(Debug, Clone)]
-pub struct Anthropic {
-    config: ProviderConfig,
-    http: HttpClient,
-}
+/// The Messages wire format.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Messages;
 
-impl Anthropic {
-    /// A model for `config`.
-    pub fn new(config: ProviderConfig) -> Result<Self, String> {
-        let http = HttpClient::new(config.timeout)?;
-        Ok(Self { config, http })
+/// An Anthropic model.
+pub type Anthropic = HttpChatModel<Messages>;
+
+impl WireFormat for Messages {
+    const KEY_VARIABLE: &'static str = "ANTHROPIC_API_KEY";
+    const PATH: &'static str = "/v1/messages";
+    const HEADERS: &'static [(&'static str, &'static str)] =
+        &[("anthropic-version", ANTHROPIC_VERSION)];
+
+    fn key_header(key: &str) -> (HeaderName, String) {
+        (HeaderName::from_static("x-api-key"), key.to_owned())
+    }
+
+    fn body(model: &str, request: &ModelRequest) -> Value {
+        messages_request(model, request)
+    }
+
+    fn parse(body: &Value, text: &str) -> Result<ModelResponse, ModelError> {
+        let strict = strict_json::from_str(text).ok();
+        parse_messages_response(body, strict.as_ref())
     }
 }
 
@@ -57,7 +68,7 @@ pub fn messages_request(model: &str, request: &ModelRequest) -> Value {
         "user",
         json!({"type": "text", "text": request.task}),
     );
-    for item in &request.history {
+    for item in request.history.iter() {
         match item {
             HistoryItem::ToolCalls { calls, text } => {
                 if let Some(text) = text {
@@ -107,17 +118,22 @@ pub fn messages_request(model: &str, request: &ModelRequest) -> Value {
         "system": request.instructions,
         "messages": messages,
     });
-    if !request.tools.is_empty() {
-        body["tools"] = json!(
-            request
-                .tools
-                .iter()
-                .map(|tool| json!({
-                    "name": tool.name,
-                    "description": tool.description,
-                    "input_schema": tool.input_schema,
-                }))
-                .collect::<Vec<_>>()
+    if !request.tools.is_empty()
+        && let Some(fields) = body.as_object_mut()
+    {
+        fields.insert(
+            "tools".into(),
+            json!(
+                request
+                    .tools
+                    .iter()
+                    .map(|tool| json!({
+                        "name": tool.name,
+                        "description": tool.description,
+                        "input_schema": tool.input_schema,
+                    }))
+                    .collect::<Vec<_>>()
+            ),
         );
     }
     body
@@ -130,8 +146,8 @@ pub fn parse_messages_response(
     strict: Option<&Value>,
 ) -> Result<ModelResponse, ModelError> {
     let usage = Usage {
-        input_tokens: body["usage"]["input_tokens"].as_u64().unwrap_or(0),
-        output_tokens: body["usage"]["output_tokens"].as_u64().unwrap_or(0),
+        input_tokens: count(body, "/usage/input_tokens"),
+        output_tokens: count(body, "/usage/output_tokens"),
     };
     let content = body["content"]
         .as_array()
@@ -167,7 +183,10 @@ pub fn parse_messages_response(
                 if name.trim().is_empty() {
                     return Err(invalid("a tool_use block has no name".into()));
                 }
-                let input = strict["content"][index]["input"].clone();
+                let input = strict
+                    .pointer(&format!("/content/{index}/input"))
+                    .cloned()
+                    .unwrap_or_default();
                 if !input.is_object() {
                     return Err(invalid(format!(
                         "the input of the call to `{name}` must be a JSON object"
@@ -200,30 +219,4 @@ pub fn parse_messages_response(
         usage,
         text,
     })
-}
-
-#[async_trait]
-impl Model for Anthropic {
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            HeaderName::from_static("anthropic-version"),
-            HeaderValue::from_static(ANTHROPIC_VERSION),
-        );
-        if let Some(key) = &self.config.api_key {
-            let value = HeaderValue::from_str(key).map_err(|_| ModelError::Fatal {
-                message: "ANTHROPIC_API_KEY holds characters that cannot be sent in a header"
-                    .into(),
-            })?;
-            headers.insert(HeaderName::from_static("x-api-key"), value);
-        }
-        let url = format!("{}/v1/messages", self.config.base_url);
-        let body = messages_request(&self.config.model, request);
-        let (response, text) = self
-            .http
-            .post_json(&url, headers, &body, self.config.api_key.as_deref())
-            .await?;
-        let strict = strict_json::from_str(&text).ok();
-        parse_messages_response(&response, strict.as_ref())
-    }
 }

@@ -4,8 +4,7 @@
 //! strictly as one wire-format action (a fenced ```json block is accepted).
 
 use agent_core::{
-    Action, HistoryItem, IgnoreRetries, Model, ModelError, ModelRequest, ModelResponse,
-    RetryObserver,
+    Action, HistoryItem, Model, ModelContext, ModelError, ModelRequest, ModelResponse,
 };
 use async_trait::async_trait;
 use serde_json::json;
@@ -38,7 +37,7 @@ pub fn text_request(request: &ModelRequest) -> ModelRequest {
         request.instructions,
         serde_json::Value::Array(tools)
     );
-    let history = request
+    let history: Vec<HistoryItem> = request
         .history
         .iter()
         .map(|item| match item {
@@ -64,7 +63,7 @@ pub fn text_request(request: &ModelRequest) -> ModelRequest {
         .collect();
     ModelRequest {
         instructions,
-        history,
+        history: Arc::new(history),
         tools: Arc::new(Vec::new()),
         ..request.clone()
     }
@@ -86,24 +85,17 @@ fn unfence(text: &str) -> &str {
 
 #[async_trait]
 impl<M: Model> Model for JsonText<M> {
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        self.complete_observed(request, &IgnoreRetries).await
-    }
-
-    async fn complete_observed(
+    async fn complete(
         &self,
         request: &ModelRequest,
-        observer: &dyn RetryObserver,
+        ctx: &ModelContext,
     ) -> Result<ModelResponse, ModelError> {
-        let response = self
-            .inner
-            .complete_observed(&text_request(request), observer)
-            .await?;
+        let response = self.inner.complete(&text_request(request), ctx).await?;
         let text = match response.actions.as_slice() {
             [Action::Finish(finish)] => finish.answer.clone(),
             _ => return Ok(response),
         };
-        match parse_actions(unfence(&text), request.step) {
+        match parse_actions(unfence(&text), ctx.step) {
             Ok(actions) => Ok(ModelResponse {
                 actions,
                 usage: response.usage,

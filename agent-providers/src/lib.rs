@@ -5,7 +5,9 @@
 //! - [`JsonText`]: that format in plain text, for models without tool calling.
 //! - `openai` (feature `openai`): [`OpenAi`], Chat Completions and compatible servers.
 //! - `anthropic` (feature `anthropic`): [`Anthropic`], the Messages API.
-//! - [`Retrying`] (with either): retries of transient failures with backoff.
+//! - [`HttpChatModel`] (with either): the HTTP plumbing both share, generic over
+//!   a [`WireFormat`]. Retries, timeouts and breakers are layers
+//!   (`agent-layers`), the same ones tools use.
 //! - `scripted` (feature `scripted`): [`ScriptedModel`], answers written in advance.
 //! - `replay` (feature `replay`): [`ReplayModel`], the responses of a recorded session.
 
@@ -16,30 +18,32 @@ pub mod wire;
 #[cfg(feature = "anthropic")]
 mod anthropic;
 #[cfg(feature = "http")]
+mod chat;
+#[cfg(feature = "http")]
 mod http;
 #[cfg(feature = "openai")]
 mod openai;
 #[cfg(feature = "replay")]
 mod replay;
-#[cfg(feature = "http")]
-mod retry;
 #[cfg(feature = "scripted")]
 mod scripted;
 
 #[cfg(feature = "anthropic")]
 pub use anthropic::{
-    ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_VERSION, Anthropic, messages_request,
+    ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_VERSION, Anthropic, Messages, messages_request,
     parse_messages_response,
 };
+#[cfg(feature = "http")]
+pub use chat::{HttpChatModel, WireFormat};
 #[cfg(feature = "http")]
 pub use http::{DEFAULT_REQUEST_TIMEOUT, HttpClient, ProviderConfig, is_local};
 pub use json_text::{JsonText, text_request};
 #[cfg(feature = "openai")]
-pub use openai::{OPENAI_DEFAULT_BASE_URL, OpenAi, chat_request, parse_chat_response};
+pub use openai::{
+    ChatCompletions, OPENAI_DEFAULT_BASE_URL, OpenAi, chat_request, parse_chat_response,
+};
 #[cfg(feature = "replay")]
 pub use replay::ReplayModel;
-#[cfg(feature = "http")]
-pub use retry::{RetryPolicy, Retrying};
 #[cfg(feature = "scripted")]
 pub use scripted::{ScriptError, ScriptedModel};
 pub use spec::{BadModelSpec, ModelSpec};

@@ -6,30 +6,38 @@
 //! feedback a user message. A rejected response never appears.
 
 use agent_core::{
-    Action, Finish, HistoryItem, Model, ModelError, ModelRequest, ModelResponse, ToolCall, Usage,
+    Action, Finish, HistoryItem, ModelError, ModelRequest, ModelResponse, ToolCall, Usage,
     strict_json,
 };
-use async_trait::async_trait;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
-use serde_json::{Value, json};
+use reqwest::header::{AUTHORIZATION, HeaderName};
+use serde_json::{Map, Value, json};
 
-use crate::http::{HttpClient, ProviderConfig};
+use crate::chat::{HttpChatModel, WireFormat, count};
 
 /// Base URL when neither the spec nor `OPENAI_BASE_URL` gives one.
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
-/// An OpenAI-compatible chat model.
-#[derive(Debug, Clone)]
-pub struct OpenAi {
-    config: ProviderConfig,
-    http: HttpClient,
-}
+/// The Chat Completions wire format.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChatCompletions;
 
-impl OpenAi {
-    /// A model for `config`.
-    pub fn new(config: ProviderConfig) -> Result<Self, String> {
-        let http = HttpClient::new(config.timeout)?;
-        Ok(Self { config, http })
+/// An OpenAI-compatible chat model.
+pub type OpenAi = HttpChatModel<ChatCompletions>;
+
+impl WireFormat for ChatCompletions {
+    const KEY_VARIABLE: &'static str = "OPENAI_API_KEY";
+    const PATH: &'static str = "/chat/completions";
+
+    fn key_header(key: &str) -> (HeaderName, String) {
+        (AUTHORIZATION, format!("Bearer {key}"))
+    }
+
+    fn body(model: &str, request: &ModelRequest) -> Value {
+        chat_request(model, request)
+    }
+
+    fn parse(body: &Value, _text: &str) -> Result<ModelResponse, ModelError> {
+        parse_chat_response(body)
     }
 }
 
@@ -39,7 +47,7 @@ pub fn chat_request(model: &str, request: &ModelRequest) -> Value {
         json!({"role": "system", "content": request.instructions}),
         json!({"role": "user", "content": request.task}),
     ];
-    for item in &request.history {
+    for item in request.history.iter() {
         messages.push(match item {
             HistoryItem::ToolCalls { calls, text } => json!({
                 "role": "assistant",
@@ -63,36 +71,41 @@ pub fn chat_request(model: &str, request: &ModelRequest) -> Value {
             HistoryItem::Feedback { message } => json!({"role": "user", "content": message}),
         });
     }
-    let mut body = json!({"model": model, "messages": messages});
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert("messages".into(), json!(messages));
     if let Some(max) = request.max_output_tokens {
-        body["max_tokens"] = json!(max);
+        body.insert("max_tokens".into(), json!(max));
     }
     if !request.tools.is_empty() {
-        body["tools"] = json!(
-            request
-                .tools
-                .iter()
-                .map(|tool| json!({
-                    "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parameters": tool.input_schema,
-                    },
-                }))
-                .collect::<Vec<_>>()
+        body.insert(
+            "tools".into(),
+            json!(
+                request
+                    .tools
+                    .iter()
+                    .map(|tool| json!({
+                        "type": "function",
+                        "function": {
+                            "name": tool.name,
+                            "description": tool.description,
+                            "parameters": tool.input_schema,
+                        },
+                    }))
+                    .collect::<Vec<_>>()
+            ),
         );
-        body["tool_choice"] = json!("auto");
-        body["parallel_tool_calls"] = json!(true);
+        body.insert("tool_choice".into(), json!("auto"));
+        body.insert("parallel_tool_calls".into(), json!(true));
     }
-    body
+    Value::Object(body)
 }
 
 /// Our actions from a Chat Completions response body.
 pub fn parse_chat_response(body: &Value) -> Result<ModelResponse, ModelError> {
     let usage = Usage {
-        input_tokens: body["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
-        output_tokens: body["usage"]["completion_tokens"].as_u64().unwrap_or(0),
+        input_tokens: count(body, "/usage/prompt_tokens"),
+        output_tokens: count(body, "/usage/completion_tokens"),
     };
     let message = body
         .get("choices")
@@ -132,11 +145,11 @@ pub fn parse_chat_response(body: &Value) -> Result<ModelResponse, ModelError> {
     }
     let mut actions = Vec::with_capacity(calls.len());
     for call in &calls {
-        let name = call["function"]["name"].as_str().unwrap_or_default();
+        let name = text_at(call, "/function/name").unwrap_or_default();
         if name.trim().is_empty() {
             return Err(invalid("a tool call has no function name".into()));
         }
-        let arguments_text = call["function"]["arguments"].as_str().unwrap_or("{}");
+        let arguments_text = text_at(call, "/function/arguments").unwrap_or("{}");
         let arguments = if arguments_text.trim().is_empty() {
             json!({})
         } else {
@@ -164,24 +177,7 @@ pub fn parse_chat_response(body: &Value) -> Result<ModelResponse, ModelError> {
     })
 }
 
-#[async_trait]
-impl Model for OpenAi {
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        let mut headers = HeaderMap::new();
-        if let Some(key) = &self.config.api_key {
-            let value =
-                HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| ModelError::Fatal {
-                    message: "OPENAI_API_KEY holds characters that cannot be sent in a header"
-                        .into(),
-                })?;
-            headers.insert(AUTHORIZATION, value);
-        }
-        let url = format!("{}/chat/completions", self.config.base_url);
-        let body = chat_request(&self.config.model, request);
-        let (response, _) = self
-            .http
-            .post_json(&url, headers, &body, self.config.api_key.as_deref())
-            .await?;
-        parse_chat_response(&response)
-    }
+/// The text at `pointer` in a response, if there is one.
+fn text_at<'a>(body: &'a Value, pointer: &str) -> Option<&'a str> {
+    body.pointer(pointer).and_then(Value::as_str)
 }

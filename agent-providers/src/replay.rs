@@ -1,7 +1,9 @@
 //! The replay model: answers with the model responses recorded in a session's log,
 //! in order, so a run can be re-executed deterministically without a provider.
 
-use agent_core::{Action, Event, EventKind, Model, ModelError, ModelRequest, ModelResponse};
+use agent_core::{
+    Action, Event, EventKind, Model, ModelContext, ModelError, ModelRequest, ModelResponse,
+};
 use async_trait::async_trait;
 
 /// One recorded response: usable actions, or output that was rejected.
@@ -75,11 +77,15 @@ impl ReplayModel {
 
 #[async_trait]
 impl Model for ReplayModel {
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        let index = usize::try_from(request.step.saturating_sub(1)).unwrap_or(usize::MAX);
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        ctx: &ModelContext,
+    ) -> Result<ModelResponse, ModelError> {
+        let index = usize::try_from(ctx.step.saturating_sub(1)).unwrap_or(usize::MAX);
         let Some(recorded) = self.responses.get(index) else {
             return Err(self.diverged(
-                request.step,
+                ctx.step,
                 format!(
                     "the recorded session has only {} model responses and no finish was accepted",
                     self.responses.len()
@@ -94,7 +100,7 @@ impl Model for ReplayModel {
                         && !request.tools.iter().any(|tool| tool.name == call.tool_name)
                     {
                         return Err(self.diverged(
-                            request.step,
+                            ctx.step,
                             format!(
                                 "the recorded call `{}` uses tool `{}`, which this run does not have",
                                 call.id, call.tool_name
@@ -117,11 +123,11 @@ mod tests {
 
     use super::*;
 
-    fn request(step: u32, tools: &[&str]) -> ModelRequest {
+    fn request(tools: &[&str]) -> ModelRequest {
         ModelRequest {
             instructions: String::new(),
             task: "t".into(),
-            history: Vec::new(),
+            history: Arc::default(),
             tools: Arc::new(
                 tools
                     .iter()
@@ -136,9 +142,18 @@ mod tests {
                     })
                     .collect(),
             ),
-            step,
             max_output_tokens: None,
         }
+    }
+
+    async fn ask(
+        model: &ReplayModel,
+        step: u32,
+        tools: &[&str],
+    ) -> Result<ModelResponse, ModelError> {
+        model
+            .complete(&request(tools), &ModelContext::new("s", step))
+            .await
     }
 
     fn recorded() -> ReplayModel {
@@ -180,27 +195,26 @@ mod tests {
     async fn replays_responses_and_rejections_in_order() {
         let model = recorded();
         assert_eq!(model.len(), 3);
-        assert!(model.complete(&request(1, &["calculator"])).await.is_ok());
+        assert!(ask(&model, 1, &["calculator"]).await.is_ok());
         assert!(matches!(
-            model.complete(&request(2, &["calculator"])).await,
+            ask(&model, 2, &["calculator"]).await,
             Err(ModelError::InvalidOutput { .. })
         ));
-        let finish = model.complete(&request(3, &["calculator"])).await.unwrap();
+        let finish = ask(&model, 3, &["calculator"]).await.unwrap();
         assert!(matches!(&finish.actions[..], [Action::Finish(_)]));
     }
 
     #[tokio::test]
     async fn diverges_on_a_missing_tool_or_when_responses_run_out() {
         let model = recorded();
-        let Err(ModelError::Fatal { message }) = model.complete(&request(1, &[])).await else {
+        let Err(ModelError::Fatal { message }) = ask(&model, 1, &[]).await else {
             panic!("expected divergence");
         };
         assert!(
             message.contains("diverged at step 1") && message.contains("`calculator`"),
             "{message}"
         );
-        let Err(ModelError::Fatal { message }) = model.complete(&request(4, &["calculator"])).await
-        else {
+        let Err(ModelError::Fatal { message }) = ask(&model, 4, &["calculator"]).await else {
             panic!("expected divergence");
         };
         assert!(message.contains("diverged at step 4"), "{message}");

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use agent_core::{Model, ModelError, ModelRequest, ModelResponse, Usage};
+use agent_core::{Model, ModelContext, ModelError, ModelRequest, ModelResponse, Usage};
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -106,19 +106,23 @@ impl ScriptedModel {
 
 #[async_trait]
 impl Model for ScriptedModel {
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        let index = usize::try_from(request.step.saturating_sub(1)).unwrap_or(usize::MAX);
+    async fn complete(
+        &self,
+        _request: &ModelRequest,
+        ctx: &ModelContext,
+    ) -> Result<ModelResponse, ModelError> {
+        let index = usize::try_from(ctx.step.saturating_sub(1)).unwrap_or(usize::MAX);
         let Some(raw) = self.responses.get(index) else {
             return Err(ModelError::Internal {
                 message: format!(
                     "the scripted model ran out of responses: step {} needs response {} but the script holds {}; add responses to the script",
-                    request.step,
-                    request.step,
+                    ctx.step,
+                    ctx.step,
                     self.responses.len()
                 ),
             });
         };
-        match parse_actions(raw, request.step) {
+        match parse_actions(raw, ctx.step) {
             Ok(actions) => Ok(ModelResponse {
                 actions,
                 usage: Usage::default(),
@@ -142,15 +146,20 @@ mod tests {
 
     use super::*;
 
-    fn request(step: u32) -> ModelRequest {
+    fn request() -> ModelRequest {
         ModelRequest {
             instructions: String::new(),
             task: "t".into(),
-            history: Vec::new(),
+            history: Arc::default(),
             tools: Arc::new(Vec::new()),
-            step,
             max_output_tokens: None,
         }
+    }
+
+    async fn ask(model: &ScriptedModel, step: u32) -> Result<ModelResponse, ModelError> {
+        model
+            .complete(&request(), &ModelContext::new("s", step))
+            .await
     }
 
     #[tokio::test]
@@ -161,12 +170,12 @@ mod tests {
         ])
         .unwrap();
         assert!(matches!(
-            model.complete(&request(1)).await,
+            ask(&model, 1).await,
             Err(ModelError::InvalidOutput { .. })
         ));
-        let response = model.complete(&request(2)).await.unwrap();
+        let response = ask(&model, 2).await.unwrap();
         assert!(matches!(&response.actions[..], [Action::Finish(_)]));
-        let Err(ModelError::Internal { message }) = model.complete(&request(3)).await else {
+        let Err(ModelError::Internal { message }) = ask(&model, 3).await else {
             panic!("expected an internal error");
         };
         assert!(message.contains("ran out of responses"), "{message}");

@@ -3,19 +3,24 @@
 //! 429 with Retry-After, 500, a body cut mid-JSON, a response slower than the
 //! timeout, malformed arguments, 4xx — with no internet and no key.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_core::{
-    Action, HistoryItem, Model, ModelError, ModelRequest, Observation, RetryNotice, RetryObserver,
-    ToolCall, ToolSpec,
+    Action, CircuitState, HistoryItem, Layer, LayerObserver, Model, ModelContext, ModelError,
+    ModelRequest, ModelResponse, Observation, RetryNotice, ToolCall, ToolSpec,
 };
+use agent_layers::{Retry, RetryPolicy};
 use agent_providers::{
-    Anthropic, JsonText, OpenAi, ProviderConfig, RetryPolicy, Retrying, chat_request,
-    messages_request,
+    Anthropic, JsonText, OpenAi, ProviderConfig, chat_request, messages_request,
 };
 use agent_testkit::{FakeProvider, Reply};
 use serde_json::{Value, json};
@@ -38,9 +43,8 @@ fn request(history: Vec<HistoryItem>) -> ModelRequest {
     ModelRequest {
         instructions: "You are an agent.".into(),
         task: "What is 12 times 7?".into(),
-        history,
+        history: Arc::new(history),
         tools: Arc::new(vec![calculator_spec()]),
-        step: 1,
         max_output_tokens: Some(256),
     }
 }
@@ -156,21 +160,33 @@ fn anthropic_requests_match_the_golden_files_and_alternate_roles() {
 #[derive(Default)]
 struct Notes(Mutex<Vec<RetryNotice>>);
 
-impl RetryObserver for Notes {
+impl LayerObserver for Notes {
     fn retrying(&self, notice: RetryNotice) {
         self.0.lock().unwrap().push(notice);
     }
+    fn circuit_changed(&self, _target: &str, _state: CircuitState) {}
+}
+
+/// Asks `model` for step 1, reporting retries to `notes`.
+async fn ask(
+    model: &dyn Model,
+    request: &ModelRequest,
+    notes: &Arc<Notes>,
+) -> Result<ModelResponse, ModelError> {
+    let mut ctx = ModelContext::new("s", 1);
+    ctx.observer = notes.clone();
+    model.complete(request, &ctx).await
 }
 
 fn policy() -> RetryPolicy {
     RetryPolicy {
         min_delay: Duration::from_millis(10),
         max_delay: Duration::from_millis(50),
-        ..RetryPolicy::default()
+        ..RetryPolicy::for_models()
     }
 }
 
-fn openai(server: &FakeProvider, timeout: Duration) -> Retrying<OpenAi> {
+fn openai(server: &FakeProvider, timeout: Duration) -> Arc<dyn Model> {
     let model = OpenAi::new(ProviderConfig {
         model: "gpt-test".into(),
         base_url: format!("{}/v1", server.url()),
@@ -178,10 +194,10 @@ fn openai(server: &FakeProvider, timeout: Duration) -> Retrying<OpenAi> {
         timeout,
     })
     .unwrap();
-    Retrying::new(model, policy())
+    Retry::new(policy()).layer(Arc::new(model) as Arc<dyn Model>)
 }
 
-fn anthropic(server: &FakeProvider, timeout: Duration) -> Retrying<Anthropic> {
+fn anthropic(server: &FakeProvider, timeout: Duration) -> Arc<dyn Model> {
     let model = Anthropic::new(ProviderConfig {
         model: "claude-test".into(),
         base_url: server.url(),
@@ -189,7 +205,7 @@ fn anthropic(server: &FakeProvider, timeout: Duration) -> Retrying<Anthropic> {
         timeout,
     })
     .unwrap();
-    Retrying::new(model, policy())
+    Retry::new(policy()).layer(Arc::new(model) as Arc<dyn Model>)
 }
 
 fn openai_calls(calls: &[(&str, &str, &str)]) -> Value {
@@ -228,10 +244,13 @@ async fn openai_parses_parallel_calls_usage_and_sends_the_key_as_bearer() {
     ]))])
     .await
     .unwrap();
-    let response = openai(&server, Duration::from_secs(5))
-        .complete(&request(vec![]))
-        .await
-        .unwrap();
+    let response = ask(
+        openai(&server, Duration::from_secs(5)).as_ref(),
+        &request(vec![]),
+        &Arc::default(),
+    )
+    .await
+    .unwrap();
     assert_eq!(response.usage.input_tokens, 40);
     assert_eq!(response.usage.output_tokens, 9);
     let names: Vec<&str> = response
@@ -264,7 +283,11 @@ async fn openai_retries_429_with_retry_after_500_a_cut_body_and_a_timeout() {
     ])
     .await
     .unwrap();
-    let model = Retrying::new(
+    let model = Retry::new(RetryPolicy {
+        max_retries: 4,
+        ..policy()
+    })
+    .layer(Arc::new(
         OpenAi::new(ProviderConfig {
             model: "m".into(),
             base_url: server.url(),
@@ -272,18 +295,11 @@ async fn openai_retries_429_with_retry_after_500_a_cut_body_and_a_timeout() {
             timeout: Duration::from_millis(1500),
         })
         .unwrap(),
-        RetryPolicy {
-            max_retries: 4,
-            ..policy()
-        },
-    );
-    let notes = Notes::default();
-    let response = model
-        .complete_observed(&request(vec![]), &notes)
-        .await
-        .unwrap();
+    ) as Arc<dyn Model>);
+    let notes = Arc::new(Notes::default());
+    let response = ask(model.as_ref(), &request(vec![]), &notes).await.unwrap();
     assert!(matches!(&response.actions[..], [Action::Finish(f)] if f.answer == "84"));
-    let notes = notes.0.into_inner().unwrap();
+    let notes = notes.0.lock().unwrap();
     assert_eq!(notes.len(), 4, "{notes:?}");
     assert_eq!(
         notes[0].delay,
@@ -318,23 +334,31 @@ async fn malformed_or_repeated_arguments_are_invalid_output_and_4xx_is_fatal_wit
     .await
     .unwrap();
     let model = openai(&server, Duration::from_secs(5));
-    let err = model.complete(&request(vec![])).await.unwrap_err();
+    let err = ask(model.as_ref(), &request(vec![]), &Arc::default())
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err, ModelError::InvalidOutput { message, .. } if message.contains("not valid JSON")),
         "{err}"
     );
-    let err = model.complete(&request(vec![])).await.unwrap_err();
+    let err = ask(model.as_ref(), &request(vec![]), &Arc::default())
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err, ModelError::InvalidOutput { message, .. } if message.contains("duplicate key `left`")),
         "{err}"
     );
-    let err = model.complete(&request(vec![])).await.unwrap_err();
+    let err = ask(model.as_ref(), &request(vec![]), &Arc::default())
+        .await
+        .unwrap_err();
     let ModelError::Fatal { message } = &err else {
         panic!("401 is fatal: {err}")
     };
     assert!(message.contains("401"), "{message}");
     assert!(!message.contains(KEY), "the key never appears: {message}");
-    let err = model.complete(&request(vec![])).await.unwrap_err();
+    let err = ask(model.as_ref(), &request(vec![]), &Arc::default())
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err, ModelError::Fatal { message } if message.contains("404")),
         "{err}"
@@ -356,13 +380,19 @@ async fn anthropic_parses_tool_use_and_text_and_sends_its_headers() {
     .await
     .unwrap();
     let model = anthropic(&server, Duration::from_secs(5));
-    let response = model.complete(&request(vec![])).await.unwrap();
+    let response = ask(model.as_ref(), &request(vec![]), &Arc::default())
+        .await
+        .unwrap();
     assert_eq!(response.actions.len(), 2);
     assert_eq!(response.text.as_deref(), Some("I will compute."));
     assert_eq!(response.usage.input_tokens, 30);
-    let finish = model.complete(&request(vec![])).await.unwrap();
+    let finish = ask(model.as_ref(), &request(vec![]), &Arc::default())
+        .await
+        .unwrap();
     assert!(matches!(&finish.actions[..], [Action::Finish(f)] if f.answer == "84"));
-    let err = model.complete(&request(vec![])).await.unwrap_err();
+    let err = ask(model.as_ref(), &request(vec![]), &Arc::default())
+        .await
+        .unwrap_err();
     assert!(matches!(err, ModelError::InvalidOutput { .. }), "{err}");
     let received = server.received();
     assert_eq!(received[0].request_line, "POST /v1/messages");
@@ -385,16 +415,19 @@ async fn anthropic_retries_and_gives_up_with_a_fatal_error() {
     ])
     .await
     .unwrap();
-    let notes = Notes::default();
-    let err = anthropic(&server, Duration::from_secs(5))
-        .complete_observed(&request(vec![]), &notes)
-        .await
-        .unwrap_err();
+    let notes = Arc::new(Notes::default());
+    let err = ask(
+        anthropic(&server, Duration::from_secs(5)).as_ref(),
+        &request(vec![]),
+        &notes,
+    )
+    .await
+    .unwrap_err();
     assert!(
         matches!(&err, ModelError::Fatal { message } if message.contains("gave up after 3 retries") && message.contains("502")),
         "{err}"
     );
-    assert_eq!(notes.0.into_inner().unwrap().len(), 3);
+    assert_eq!(notes.0.lock().unwrap().len(), 3);
 }
 
 #[tokio::test]
@@ -405,9 +438,11 @@ async fn the_json_text_adapter_prompts_with_the_wire_format_and_parses_fenced_te
     ])
     .await
     .unwrap();
-    let model = JsonText::new(openai(&server, Duration::from_secs(5)));
+    let model: Arc<dyn Model> = Arc::new(JsonText::new(openai(&server, Duration::from_secs(5))));
     let a = call("call_1_1", "calculator", json!({"left": 12}));
-    let response = model.complete(&request(vec![])).await.unwrap();
+    let response = ask(model.as_ref(), &request(vec![]), &Arc::default())
+        .await
+        .unwrap();
     assert!(matches!(&response.actions[..], [Action::ToolCall(c)] if c.tool_name == "calculator"));
     let history = vec![
         HistoryItem::ToolCalls {
@@ -418,7 +453,9 @@ async fn the_json_text_adapter_prompts_with_the_wire_format_and_parses_fenced_te
             observation: Observation::success(&a, "84"),
         },
     ];
-    let err = model.complete(&request(history)).await.unwrap_err();
+    let err = ask(model.as_ref(), &request(history), &Arc::default())
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, ModelError::InvalidOutput { .. }),
         "plain prose is rejected"

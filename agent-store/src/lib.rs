@@ -10,8 +10,6 @@ mod error;
 #[cfg(feature = "sqlite")]
 mod process;
 #[cfg(feature = "sqlite")]
-mod schema;
-#[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(feature = "sqlite")]
 mod url;
@@ -21,7 +19,7 @@ pub use error::OpenError;
 #[cfg(feature = "sqlite")]
 pub use process::{Liveness, ProcessIdentity};
 #[cfg(feature = "sqlite")]
-pub use schema::SCHEMA_VERSION;
+pub use sqlite::schema::SCHEMA_VERSION;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{CommitStats, SqliteStore};
 #[cfg(feature = "sqlite")]

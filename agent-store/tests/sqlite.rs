@@ -1,7 +1,12 @@
 //! The SQLite store against the `EventStore` contract: durability across reopen,
 //! conflicts, races between connections, refusing unusable files, and leases.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

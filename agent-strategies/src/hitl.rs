@@ -109,17 +109,23 @@ fn recorded_requires(state: &SessionState, call: &ToolCall, own: &ApprovalPolicy
         .iter()
         .filter(|record| record.name == POLICY_RECORD)
         .any(|record| {
-            let listed = record.data["tools"].as_array().is_some_and(|tools| {
-                tools
-                    .iter()
-                    .any(|tool| tool.as_str() == Some(call.tool_name.as_str()))
-            });
-            let predicate = record.data["predicate"].as_str().is_some_and(|name| {
-                own.predicate
-                    .as_ref()
-                    .filter(|p| p.name == name)
-                    .is_none_or(|p| (p.test)(call))
-            });
+            let listed = record
+                .field("tools")
+                .and_then(Value::as_array)
+                .is_some_and(|tools| {
+                    tools
+                        .iter()
+                        .any(|tool| tool.as_str() == Some(call.tool_name.as_str()))
+                });
+            let predicate = record
+                .field("predicate")
+                .and_then(Value::as_str)
+                .is_some_and(|name| {
+                    own.predicate
+                        .as_ref()
+                        .filter(|p| p.name == name)
+                        .is_none_or(|p| (p.test)(call))
+                });
             listed || predicate
         })
 }

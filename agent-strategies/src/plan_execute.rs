@@ -5,9 +5,11 @@
 //! call composes the answer from the step results. The plan and every step result
 //! are strategy events, so a resume continues at the step where it stopped.
 
+use std::sync::Arc;
+
 use agent_core::{
-    Decision, ExecutionStrategy, HistoryItem, ModelCall, PlanStep, SessionState, Status,
-    StrategyError, strict_json,
+    Decision, ExecutionStrategy, ModelCall, PlanStep, SessionState, Status, StrategyError,
+    strict_json,
 };
 use serde_json::{Value, json};
 
@@ -70,25 +72,21 @@ impl Progress {
         for record in state.records() {
             match record.name.as_str() {
                 PLAN_CREATED => {
-                    let kept = record.data["kept"].as_u64().unwrap_or(0) as usize;
-                    let steps: Vec<PlanStep> =
-                        serde_json::from_value(record.data["steps"].clone()).unwrap_or_default();
+                    let kept = record.field("kept").and_then(Value::as_u64).unwrap_or(0) as usize;
+                    let steps: Vec<PlanStep> = record
+                        .field("steps")
+                        .and_then(|steps| serde_json::from_value(steps.clone()).ok())
+                        .unwrap_or_default();
                     progress.plan.truncate(kept);
                     progress.plan.extend(steps);
                     progress.last_failure = None;
                 }
                 STEP_COMPLETED => {
-                    progress.results.push(
-                        record.data["result"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_owned(),
-                    );
+                    progress.results.push(record.text("result").to_owned());
                 }
                 STEP_FAILED => {
                     progress.failures += 1;
-                    progress.last_failure =
-                        Some(record.data["error"].as_str().unwrap_or_default().to_owned());
+                    progress.last_failure = Some(record.text("error").to_owned());
                 }
                 _ => continue,
             }
@@ -146,11 +144,10 @@ fn check(steps: Vec<PlanStep>) -> Result<Vec<PlanStep>, String> {
 
 impl PlanExecute {
     fn call(&self, state: &SessionState, progress: &Progress, instructions: String) -> Decision {
-        let history: Vec<HistoryItem> = state
-            .history()
-            .get(progress.phase_history..)
-            .unwrap_or_default()
-            .to_vec();
+        let history = match progress.phase_history {
+            0 => state.shared_history(),
+            start => Arc::new(state.history().get(start..).unwrap_or_default().to_vec()),
+        };
         Decision::CallModel(ModelCall {
             instructions,
             history,
@@ -185,6 +182,12 @@ impl PlanExecute {
         progress: &Progress,
         index: usize,
     ) -> Result<Decision, StrategyError> {
+        let Some(step) = progress.plan.get(index) else {
+            return Err(StrategyError {
+                strategy: self.name().to_owned(),
+                message: format!("the plan has no step {}", index + 1),
+            });
+        };
         if state.status() == Status::Thinking {
             return Ok(match (state.proposed_finish(), state.proposed_plan()) {
                 (Some(result), _) => Decision::Record {
@@ -214,11 +217,10 @@ impl PlanExecute {
                 name: STEP_FAILED.into(),
                 data: json!({"index": index, "error": format!(
                     "step {} ({}) did not finish within {} model responses",
-                    index + 1, progress.plan[index].goal, self.steps_per_plan_step
+                    index + 1, step.goal, self.steps_per_plan_step
                 )}),
             });
         }
-        let step = &progress.plan[index];
         let tool = step
             .tool
             .as_deref()

@@ -35,7 +35,7 @@ impl ReAct {
                 .instructions
                 .clone()
                 .unwrap_or_else(|| REACT_INSTRUCTIONS.to_owned()),
-            history: state.history().to_vec(),
+            history: state.shared_history(),
         })
     }
 }

@@ -3,14 +3,20 @@
 //! The spec comes from the struct: the name from `#[tool(name = "...")]` or the
 //! snake-cased type name, the description from the doc comment or
 //! `#[tool(description = "...")]`, the input schema from schemars (with
-//! `additionalProperties: false`), and the flags `idempotent`, `needs_approval` and
-//! `timeout_secs = N`. The handler is an inherent method the user writes:
+//! `additionalProperties: false`), the flags `idempotent`, `needs_approval` and
+//! `timeout_secs = N`, and the texts `output = "..."` and `errors = "..."` that
+//! describe a result and what can go wrong. The handler is an inherent method the
+//! user writes:
 //!
 //! ```ignore
 //! impl MyArgs {
 //!     async fn run(self, ctx: &ToolContext) -> Result<impl Into<ToolOutput>, impl Into<ToolError>> { … }
 //! }
 //! ```
+//!
+//! A tool that needs state shared by its calls (a client, an allowlist) names its
+//! type with `#[tool(state = MyState)]`; `run` then takes it as a third argument
+//! (`state: &MyState`), and the tool is built with `Typed::with_state`.
 
 use proc_macro::TokenStream;
 use proc_macro2::Span;
@@ -37,6 +43,9 @@ struct Options {
     needs_approval: bool,
     timeout_secs: Option<f64>,
     tools_path: Option<syn::Path>,
+    state: Option<syn::Type>,
+    output: Option<LitStr>,
+    errors: Option<LitStr>,
 }
 
 fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
@@ -96,15 +105,37 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
             }
         }
     });
+    let text = |text: &Option<LitStr>| match text {
+        Some(text) => quote! {
+            #tools::__private::Option::Some(::std::string::String::from(#text))
+        },
+        None => quote! { #tools::__private::Option::None },
+    };
+    let output = text(&options.output);
+    let errors = text(&options.errors);
+    let (state_type, state_param, run) = match &options.state {
+        Some(state) => (
+            quote! { #state },
+            quote! { state },
+            quote! { Self::run(self, ctx, state) },
+        ),
+        None => (
+            quote! { () },
+            quote! { _state },
+            quote! { Self::run(self, ctx) },
+        ),
+    };
     Ok(quote! {
         impl #tools::TypedTool for #ident {
+            type State = #state_type;
+
             fn spec() -> #tools::__private::ToolSpec {
                 #tools::__private::ToolSpec {
                     name: ::std::string::String::from(#name),
                     description: ::std::string::String::from(#description),
                     input_schema: #tools::input_schema_for::<Self>(),
-                    output_description: #tools::__private::Option::None,
-                    error_description: #tools::__private::Option::None,
+                    output_description: #output,
+                    error_description: #errors,
                     idempotent: #idempotent,
                     needs_approval: #needs_approval,
                 }
@@ -112,9 +143,13 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
 
             #timeout
 
-            fn invoke(self, ctx: &#tools::__private::ToolContext) -> #tools::ToolFuture<'_> {
+            fn invoke<'a>(
+                self,
+                ctx: &'a #tools::__private::ToolContext,
+                #state_param: &'a Self::State,
+            ) -> #tools::ToolFuture<'a> {
                 #tools::__private::Box::pin(async move {
-                    match Self::run(self, ctx).await {
+                    match #run.await {
                         ::std::result::Result::Ok(output) => ::std::result::Result::Ok(
                             ::std::convert::Into::<#tools::__private::ToolOutput>::into(output),
                         ),
@@ -158,9 +193,12 @@ fn options(attrs: &[Attribute]) -> syn::Result<Options> {
                     let path: LitStr = meta.value()?.parse()?;
                     options.tools_path = Some(path.parse()?);
                 }
+                "state" => options.state = Some(meta.value()?.parse()?),
+                "output" => options.output = Some(meta.value()?.parse()?),
+                "errors" => options.errors = Some(meta.value()?.parse()?),
                 _ => {
                     return Err(meta.error(format!(
-                        "unknown #[tool] attribute `{key}`; expected one of: name, description, idempotent, needs_approval, timeout_secs, crate"
+                        "unknown #[tool] attribute `{key}`; expected one of: name, description, idempotent, needs_approval, timeout_secs, state, output, errors, crate"
                     )));
                 }
             }
@@ -210,10 +248,11 @@ fn snake_case(name: &str) -> String {
     let chars: Vec<char> = name.chars().collect();
     for (index, c) in chars.iter().enumerate() {
         if c.is_uppercase() {
-            let after_lower =
-                index > 0 && (chars[index - 1].is_lowercase() || chars[index - 1].is_ascii_digit());
+            let previous = index.checked_sub(1).and_then(|before| chars.get(before));
+            let after_lower = previous.is_some_and(|p| p.is_lowercase() || p.is_ascii_digit());
             let before_lower = chars.get(index + 1).is_some_and(|next| next.is_lowercase());
-            if index > 0 && (after_lower || (before_lower && chars[index - 1].is_uppercase())) {
+            let after_upper = previous.is_some_and(|p| p.is_uppercase());
+            if after_lower || (before_lower && after_upper) {
                 out.push('_');
             }
             out.extend(c.to_lowercase());

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use agent_core::Tool;
 
 use crate::calculator::Calculator;
-use crate::code::{EditFile, ListDir, ReadFile, RunCommand, Search, WriteFile};
+use crate::code::{CommandPolicy, EditFile, ListDir, ReadFile, RunCommand, Search, WriteFile};
 use crate::durability::{AppendLine, Sleep};
+use crate::typed::Typed;
 
 /// Names of every built-in tool, sorted.
 pub const BUILTIN_TOOLS: &[&str] = &[
@@ -31,15 +32,17 @@ pub struct BuiltinOptions {
 /// The built-in tool called `name`.
 pub fn builtin_tool(name: &str, options: &BuiltinOptions) -> Option<Arc<dyn Tool>> {
     Some(match name {
-        "append_line" => Arc::new(AppendLine),
-        "calculator" => Arc::new(Calculator),
-        "edit_file" => Arc::new(EditFile),
-        "list_dir" => Arc::new(ListDir),
-        "read_file" => Arc::new(ReadFile),
-        "run_command" => Arc::new(RunCommand::new(options.allowed_commands.clone())),
-        "search" => Arc::new(Search),
-        "sleep" => Arc::new(Sleep),
-        "write_file" => Arc::new(WriteFile),
+        "append_line" => Arc::new(Typed::<AppendLine>::new()),
+        "calculator" => Arc::new(Typed::<Calculator>::new()),
+        "edit_file" => Arc::new(Typed::<EditFile>::new()),
+        "list_dir" => Arc::new(Typed::<ListDir>::new()),
+        "read_file" => Arc::new(Typed::<ReadFile>::new()),
+        "run_command" => Arc::new(Typed::<RunCommand>::with_state(CommandPolicy {
+            allowed: options.allowed_commands.clone(),
+        })),
+        "search" => Arc::new(Typed::<Search>::new()),
+        "sleep" => Arc::new(Typed::<Sleep>::new()),
+        "write_file" => Arc::new(Typed::<WriteFile>::new()),
         _ => return None,
     })
 }

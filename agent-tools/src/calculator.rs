@@ -1,16 +1,19 @@
 //! The `calculator` tool: one arithmetic operation on two numbers.
 
-use std::sync::LazyLock;
-
-use agent_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use async_trait::async_trait;
+use agent_core::{ToolContext, ToolError};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
-/// Arguments of the calculator: `left <operation> right`.
-#[derive(Debug, Clone, Copy, Deserialize)]
+/// Computes `left <operation> right` for two numbers. operation is one of add, subtract, multiply, divide.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, crate::Derive)]
 #[serde(deny_unknown_fields)]
-pub struct CalculatorArgs {
+#[tool(
+    crate = "crate",
+    idempotent,
+    output = "the result as a number",
+    errors = "division by zero, or a result too large to represent"
+)]
+pub struct Calculator {
     /// The left operand.
     pub left: f64,
     /// What to do with the operands.
@@ -19,21 +22,21 @@ pub struct CalculatorArgs {
     pub right: f64,
 }
 
-/// An arithmetic operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+/// An arithmetic operation: `add` is `left + right`, `subtract` is `left - right`,
+/// `multiply` is `left * right`, `divide` is `left / right` (dividing by zero is an
+/// error). The variants carry no doc comments of their own, so that the schema
+/// the model sees is a plain `enum` of these four names.
+#[allow(missing_docs)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Operation {
-    /// `left + right`
     Add,
-    /// `left - right`
     Subtract,
-    /// `left * right`
     Multiply,
-    /// `left / right`; dividing by zero is an error.
     Divide,
 }
 
-impl CalculatorArgs {
+impl Calculator {
     /// The result, or the reason there is none.
     pub fn evaluate(self) -> Result<f64, ToolError> {
         let value = match self.operation {
@@ -51,6 +54,10 @@ impl CalculatorArgs {
             Err(ToolError::failed("the result is too large to represent"))
         }
     }
+
+    async fn run(self, _ctx: &ToolContext) -> Result<String, ToolError> {
+        self.evaluate().map(format_number)
+    }
 }
 
 /// Formats a number the way a person writes it: `84`, not `84.0`.
@@ -63,55 +70,16 @@ pub fn format_number(value: f64) -> String {
     }
 }
 
-static SPEC: LazyLock<ToolSpec> = LazyLock::new(|| ToolSpec {
-    name: "calculator".into(),
-    description: "Computes `left <operation> right` for two numbers. \
-                  operation is one of add, subtract, multiply, divide."
-        .into(),
-    input_schema: json!({
-        "type": "object",
-        "properties": {
-            "left": {"type": "number", "description": "The left operand."},
-            "operation": {
-                "type": "string",
-                "enum": ["add", "subtract", "multiply", "divide"],
-                "description": "What to do with the operands."
-            },
-            "right": {"type": "number", "description": "The right operand."}
-        },
-        "required": ["left", "operation", "right"],
-        "additionalProperties": false
-    }),
-    output_description: Some("the result as a number".into()),
-    error_description: Some("division by zero, or a result too large to represent".into()),
-    idempotent: true,
-    needs_approval: false,
-});
-
-/// The calculator tool. Pure and idempotent.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Calculator;
-
-#[async_trait]
-impl Tool for Calculator {
-    fn spec(&self) -> &ToolSpec {
-        &SPEC
-    }
-
-    async fn call(&self, arguments: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let args: CalculatorArgs = serde_json::from_value(arguments)
-            .map_err(|err| ToolError::InvalidArguments(err.to_string()))?;
-        args.evaluate().map(|value| format_number(value).into())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    use crate::TypedTool;
 
     #[test]
     fn the_schema_requires_all_three_fields_and_nothing_else() {
-        let schema = &Calculator.spec().input_schema;
+        let schema = &Calculator::spec().input_schema;
         assert_eq!(schema["type"], "object");
         assert_eq!(schema["additionalProperties"], false);
         let mut required: Vec<&str> = schema["required"]
@@ -133,9 +101,9 @@ mod tests {
 
     #[test]
     fn every_operation_in_the_schema_is_accepted_by_the_handler() {
-        let operations = Calculator.spec().input_schema["properties"]["operation"]["enum"].clone();
+        let operations = Calculator::spec().input_schema["properties"]["operation"]["enum"].clone();
         for operation in operations.as_array().unwrap() {
-            let args: CalculatorArgs =
+            let args: Calculator =
                 serde_json::from_value(json!({"left": 6, "operation": operation, "right": 3}))
                     .unwrap();
             assert!(args.evaluate().is_ok(), "{operation}");
@@ -145,7 +113,7 @@ mod tests {
     #[test]
     fn arithmetic_and_its_errors() {
         let eval = |left: f64, operation, right: f64| {
-            CalculatorArgs {
+            Calculator {
                 left,
                 operation,
                 right,

@@ -2,110 +2,60 @@
 //! `append_line` (not idempotent, has a visible effect).
 
 use std::io::Write;
-use std::sync::LazyLock;
 use std::time::Duration;
 
-use agent_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use async_trait::async_trait;
+use agent_core::{ToolContext, ToolError};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use crate::workspace::resolve_in_workspace;
 
 /// The longest `sleep` allowed, in seconds.
 pub const MAX_SLEEP_SECONDS: f64 = 60.0;
 
-fn parse<T: for<'de> Deserialize<'de>>(arguments: Value) -> Result<T, ToolError> {
-    serde_json::from_value(arguments).map_err(|err| ToolError::InvalidArguments(err.to_string()))
-}
-
-#[derive(Debug, Deserialize)]
+/// Waits for the given number of seconds (at most 60), then returns.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, crate::Derive)]
 #[serde(deny_unknown_fields)]
-struct SleepArgs {
-    seconds: f64,
+#[tool(crate = "crate", idempotent, output = "how long it slept")]
+pub struct Sleep {
+    /// How long to wait, in seconds.
+    #[schemars(range(min = 0.0, max = 60.0))]
+    pub seconds: f64,
 }
 
-static SLEEP_SPEC: LazyLock<ToolSpec> = LazyLock::new(|| ToolSpec {
-    name: "sleep".into(),
-    description: "Waits for the given number of seconds (at most 60), then returns.".into(),
-    input_schema: json!({
-        "type": "object",
-        "properties": {
-            "seconds": {"type": "number", "minimum": 0, "maximum": MAX_SLEEP_SECONDS,
-                        "description": "How long to wait, in seconds."}
-        },
-        "required": ["seconds"],
-        "additionalProperties": false
-    }),
-    output_description: Some("how long it slept".into()),
-    error_description: None,
-    idempotent: true,
-    needs_approval: false,
-});
-
-/// `sleep {"seconds": N}`: waits N seconds (0 to 60). Idempotent.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Sleep;
-
-#[async_trait]
-impl Tool for Sleep {
-    fn spec(&self) -> &ToolSpec {
-        &SLEEP_SPEC
-    }
-
-    async fn call(&self, arguments: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let SleepArgs { seconds } = parse(arguments)?;
+impl Sleep {
+    async fn run(self, _ctx: &ToolContext) -> Result<String, ToolError> {
+        let seconds = self.seconds;
         if !(0.0..=MAX_SLEEP_SECONDS).contains(&seconds) {
             return Err(ToolError::InvalidArguments(format!(
                 "field `seconds`: {seconds} is outside 0 to {MAX_SLEEP_SECONDS}"
             )));
         }
         tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
-        Ok(format!("slept {seconds}s").into())
+        Ok(format!("slept {seconds}s"))
     }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AppendLineArgs {
-    path: String,
-    line: String,
-}
-
-static APPEND_LINE_SPEC: LazyLock<ToolSpec> = LazyLock::new(|| ToolSpec {
-    name: "append_line".into(),
-    description:
-        "Appends one line of text to a file in the workspace, creating the file if needed.".into(),
-    input_schema: json!({
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "File path, relative to the workspace."},
-            "line": {"type": "string", "description": "The text to append; no line breaks."}
-        },
-        "required": ["path", "line"],
-        "additionalProperties": false
-    }),
-    output_description: Some("which file grew".into()),
-    error_description: Some(
-        "a path outside the workspace, a missing directory, a line with a line break".into(),
-    ),
-    idempotent: false,
-    needs_approval: false,
-});
-
-/// `append_line {"path", "line"}`: appends a line to a file under the workspace.
+/// Appends one line of text to a file in the workspace, creating the file if needed.
+///
 /// Not idempotent: a crash during it is reported as an unknown outcome, not re-run.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct AppendLine;
+#[derive(Debug, Clone, Deserialize, JsonSchema, crate::Derive)]
+#[serde(deny_unknown_fields)]
+#[tool(
+    crate = "crate",
+    output = "which file grew",
+    errors = "a path outside the workspace, a missing directory, a line with a line break"
+)]
+pub struct AppendLine {
+    /// File path, relative to the workspace.
+    pub path: String,
+    /// The text to append; no line breaks.
+    pub line: String,
+}
 
-#[async_trait]
-impl Tool for AppendLine {
-    fn spec(&self) -> &ToolSpec {
-        &APPEND_LINE_SPEC
-    }
-
-    async fn call(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let AppendLineArgs { path, line } = parse(arguments)?;
+impl AppendLine {
+    async fn run(self, ctx: &ToolContext) -> Result<String, ToolError> {
+        let Self { path, line } = self;
         if line.contains(['\n', '\r']) {
             return Err(ToolError::InvalidArguments(
                 "field `line` holds a line break; append one line per call".into(),
@@ -122,7 +72,7 @@ impl Tool for AppendLine {
         file.write_all(format!("{line}\n").as_bytes())
             .and_then(|()| file.sync_data())
             .map_err(|err| ToolError::failed(format!("cannot append to `{path}`: {err}")))?;
-        Ok(format!("appended 1 line to {path}").into())
+        Ok(format!("appended 1 line to {path}"))
     }
 }
 
@@ -131,7 +81,11 @@ mod tests {
     use std::path::Path;
     use std::sync::Arc;
 
+    use agent_core::Tool;
+    use serde_json::json;
+
     use super::*;
+    use crate::Typed;
 
     fn ctx(workspace: &Path) -> ToolContext {
         ToolContext::new("s", "c", Arc::from(workspace))
@@ -143,7 +97,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let ctx = ctx(&dir);
         for line in ["one", "two"] {
-            AppendLine
+            Typed::<AppendLine>::new()
                 .call(json!({"path": "log.txt", "line": line}), &ctx)
                 .await
                 .unwrap();
@@ -152,13 +106,13 @@ mod tests {
             std::fs::read_to_string(dir.join("log.txt")).unwrap(),
             "one\ntwo\n"
         );
-        let err = AppendLine
+        let err = Typed::<AppendLine>::new()
             .call(json!({"path": "../escape.txt", "line": "x"}), &ctx)
             .await
             .unwrap_err();
         assert!(err.to_string().contains("refused"), "{err}");
         assert!(
-            AppendLine
+            Typed::<AppendLine>::new()
                 .call(json!({"path": "log.txt", "line": "a\nb"}), &ctx)
                 .await
                 .is_err()
@@ -170,13 +124,18 @@ mod tests {
     async fn sleep_waits_and_bounds_its_argument() {
         let ctx = ctx(Path::new("."));
         assert_eq!(
-            Sleep
+            Typed::<Sleep>::new()
                 .call(json!({"seconds": 0}), &ctx)
                 .await
                 .unwrap()
                 .content,
             "slept 0s"
         );
-        assert!(Sleep.call(json!({"seconds": 61}), &ctx).await.is_err());
+        assert!(
+            Typed::<Sleep>::new()
+                .call(json!({"seconds": 61}), &ctx)
+                .await
+                .is_err()
+        );
     }
 }

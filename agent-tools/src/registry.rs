@@ -3,11 +3,13 @@
 
 use std::sync::Arc;
 
-use agent_core::{DuplicateTool, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, Toolbox};
+use agent_core::{
+    DuplicateTool, Layer, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, Toolbox,
+};
+use agent_layers::Timeout;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::layers::ToolStack;
 use crate::typed::{Typed, TypedTool};
 use crate::validate::{ArgumentValidator, InvalidSchema};
 
@@ -85,10 +87,21 @@ impl ToolRegistry {
 
     /// Registers the typed tool `T` (for example one with `#[derive(Tool)]`),
     /// behind its declared timeout, if any, and argument validation.
-    pub fn register_typed<T: TypedTool>(&mut self) -> Result<&mut Self, RegistryError> {
-        let tool: Arc<dyn Tool> = Arc::new(Typed::<T>::new());
+    pub fn register_typed<T: TypedTool>(&mut self) -> Result<&mut Self, RegistryError>
+    where
+        T::State: Default,
+    {
+        self.register_typed_with::<T>(T::State::default())
+    }
+
+    /// Registers the typed tool `T` with the state its calls share.
+    pub fn register_typed_with<T: TypedTool>(
+        &mut self,
+        state: T::State,
+    ) -> Result<&mut Self, RegistryError> {
+        let tool: Arc<dyn Tool> = Arc::new(Typed::<T>::with_state(state));
         match T::timeout() {
-            Some(limit) => self.register_shared(ToolStack::new(tool).timeout(limit).build()),
+            Some(limit) => self.register_shared(Timeout::new(limit).layer(tool)),
             None => self.register_shared(tool),
         }
     }

@@ -25,6 +25,9 @@ pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolErr
 
 /// A tool described by its argument type. Implemented by `#[derive(Tool)]`.
 pub trait TypedTool: ToolArguments {
+    /// What every call of the tool shares (`()` for most tools).
+    type State: Send + Sync + 'static;
+
     /// The spec the model sees.
     fn spec() -> ToolSpec;
 
@@ -34,7 +37,7 @@ pub trait TypedTool: ToolArguments {
     }
 
     /// Runs one call with these arguments.
-    fn invoke(self, ctx: &ToolContext) -> ToolFuture<'_>;
+    fn invoke<'a>(self, ctx: &'a ToolContext, state: &'a Self::State) -> ToolFuture<'a>;
 }
 
 /// The JSON Schema of `T` as a tool input schema: subschemas inlined (no `$ref`),
@@ -54,23 +57,38 @@ pub fn input_schema_for<T: JsonSchema>() -> Value {
     schema.to_value()
 }
 
-/// The [`Tool`] of a [`TypedTool`].
-pub struct Typed<T> {
+/// The [`Tool`] of a [`TypedTool`]: its spec, computed once, and its state.
+pub struct Typed<T: TypedTool> {
     spec: ToolSpec,
+    state: T::State,
     arguments: PhantomData<fn() -> T>,
 }
 
-impl<T: TypedTool> Typed<T> {
-    /// The tool for `T`.
+impl<T: TypedTool> Typed<T>
+where
+    T::State: Default,
+{
+    /// The tool for `T`, with the default state.
     pub fn new() -> Self {
+        Self::with_state(T::State::default())
+    }
+}
+
+impl<T: TypedTool> Typed<T> {
+    /// The tool for `T`, sharing `state` between its calls.
+    pub fn with_state(state: T::State) -> Self {
         Self {
             spec: T::spec(),
+            state,
             arguments: PhantomData,
         }
     }
 }
 
-impl<T: TypedTool> Default for Typed<T> {
+impl<T: TypedTool> Default for Typed<T>
+where
+    T::State: Default,
+{
     fn default() -> Self {
         Self::new()
     }
@@ -85,6 +103,6 @@ impl<T: TypedTool> Tool for Typed<T> {
     async fn call(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let arguments: T = serde_json::from_value(arguments)
             .map_err(|err| ToolError::InvalidArguments(err.to_string()))?;
-        arguments.invoke(ctx).await
+        arguments.invoke(ctx, &self.state).await
     }
 }

@@ -2,15 +2,27 @@
 //! the root — `..`, absolute paths elsewhere, symlinks pointing out, also for files
 //! that do not exist yet.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_core::{Tool, ToolContext, ToolError};
-use agent_tools::code::{EditFile, ListDir, ReadFile, RunCommand, Search, WriteFile};
+use agent_tools::Typed;
+use agent_tools::code::{
+    CommandPolicy, EditFile, ListDir, ReadFile, RunCommand, Search, WriteFile,
+};
 use serde_json::{Value, json};
+
+fn run_command(allowed: Vec<String>) -> Typed<RunCommand> {
+    Typed::with_state(CommandPolicy { allowed })
+}
 
 struct Sandbox {
     root: PathBuf,
@@ -74,30 +86,47 @@ async fn no_tool_reaches_outside_the_workspace() {
         "src/../../secret.txt",
         "up/secret.txt",
     ] {
-        refused(sandbox.call(&ReadFile, json!({"path": path})).await);
         refused(
             sandbox
-                .call(&WriteFile, json!({"path": path, "content": "x"}))
+                .call(&Typed::<ReadFile>::new(), json!({"path": path}))
                 .await,
         );
         refused(
             sandbox
-                .call(&EditFile, json!({"path": path, "old": "TOP", "new": "x"}))
+                .call(
+                    &Typed::<WriteFile>::new(),
+                    json!({"path": path, "content": "x"}),
+                )
+                .await,
+        );
+        refused(
+            sandbox
+                .call(
+                    &Typed::<EditFile>::new(),
+                    json!({"path": path, "old": "TOP", "new": "x"}),
+                )
                 .await,
         );
     }
     for path in ["..", "/", "up"] {
-        refused(sandbox.call(&ListDir, json!({"path": path})).await);
         refused(
             sandbox
-                .call(&Search, json!({"pattern": "SECRET", "path": path}))
+                .call(&Typed::<ListDir>::new(), json!({"path": path}))
+                .await,
+        );
+        refused(
+            sandbox
+                .call(
+                    &Typed::<Search>::new(),
+                    json!({"pattern": "SECRET", "path": path}),
+                )
                 .await,
         );
     }
     refused(
         sandbox
             .call(
-                &WriteFile,
+                &Typed::<WriteFile>::new(),
                 json!({"path": "up/new-file.txt", "content": "x"}),
             )
             .await,
@@ -105,7 +134,7 @@ async fn no_tool_reaches_outside_the_workspace() {
     refused(
         sandbox
             .call(
-                &WriteFile,
+                &Typed::<WriteFile>::new(),
                 json!({"path": "../new-file.txt", "content": "x"}),
             )
             .await,
@@ -116,7 +145,7 @@ async fn no_tool_reaches_outside_the_workspace() {
         "TOP SECRET"
     );
     let found = sandbox
-        .call(&Search, json!({"pattern": "SECRET"}))
+        .call(&Typed::<Search>::new(), json!({"pattern": "SECRET"}))
         .await
         .unwrap();
     assert!(
@@ -130,7 +159,7 @@ async fn read_list_write_and_edit_inside_the_workspace() {
     let sandbox = Sandbox::new("files");
     let text = sandbox
         .call(
-            &ReadFile,
+            &Typed::<ReadFile>::new(),
             json!({"path": "src/lib.rs", "start_line": 2, "end_line": 2}),
         )
         .await
@@ -138,20 +167,23 @@ async fn read_list_write_and_edit_inside_the_workspace() {
     assert_eq!(text, "    a - b");
     assert!(matches!(
         sandbox
-            .call(&ReadFile, json!({"path": "src/lib.rs", "start_line": 9}))
+            .call(
+                &Typed::<ReadFile>::new(),
+                json!({"path": "src/lib.rs", "start_line": 9})
+            )
             .await,
         Err(ToolError::InvalidArguments(_))
     ));
     assert!(
         sandbox
-            .call(&ReadFile, json!({"path": "missing.rs"}))
+            .call(&Typed::<ReadFile>::new(), json!({"path": "missing.rs"}))
             .await
             .is_err()
     );
     std::fs::write(sandbox.ws().join("big.txt"), vec![b'x'; 2 * 1024 * 1024]).unwrap();
     assert!(
         sandbox
-            .call(&ReadFile, json!({"path": "big.txt"}))
+            .call(&Typed::<ReadFile>::new(), json!({"path": "big.txt"}))
             .await
             .unwrap_err()
             .to_string()
@@ -160,7 +192,7 @@ async fn read_list_write_and_edit_inside_the_workspace() {
 
     sandbox
         .call(
-            &WriteFile,
+            &Typed::<WriteFile>::new(),
             json!({"path": "notes/today.md", "content": "one\ntwo\n"}),
         )
         .await
@@ -169,12 +201,15 @@ async fn read_list_write_and_edit_inside_the_workspace() {
         std::fs::read_to_string(sandbox.ws().join("notes/today.md")).unwrap(),
         "one\ntwo\n"
     );
-    let listing = sandbox.call(&ListDir, json!({"path": "."})).await.unwrap();
+    let listing = sandbox
+        .call(&Typed::<ListDir>::new(), json!({"path": "."}))
+        .await
+        .unwrap();
     assert_eq!(listing, "big.txt\nnotes/\nsrc/");
 
     sandbox
         .call(
-            &EditFile,
+            &Typed::<EditFile>::new(),
             json!({"path": "src/lib.rs", "old": "a - b", "new": "a + b"}),
         )
         .await
@@ -186,7 +221,7 @@ async fn read_list_write_and_edit_inside_the_workspace() {
     );
     let missing = sandbox
         .call(
-            &EditFile,
+            &Typed::<EditFile>::new(),
             json!({"path": "src/lib.rs", "old": "a * b", "new": "x"}),
         )
         .await
@@ -194,7 +229,7 @@ async fn read_list_write_and_edit_inside_the_workspace() {
     assert!(missing.to_string().contains("does not occur"), "{missing}");
     let ambiguous = sandbox
         .call(
-            &EditFile,
+            &Typed::<EditFile>::new(),
             json!({"path": "notes/today.md", "old": "o", "new": "0"}),
         )
         .await
@@ -214,12 +249,14 @@ async fn search_respects_gitignore_outside_a_git_repository() {
     std::fs::create_dir_all(ws.join("target")).unwrap();
     std::fs::write(ws.join("target/generated.rs"), "fn add() {}\n").unwrap();
     let found = sandbox
-        .call(&Search, json!({"pattern": r"fn add\("}))
+        .call(&Typed::<Search>::new(), json!({"pattern": r"fn add\("}))
         .await
         .unwrap();
     assert_eq!(found, "src/lib.rs:1: pub fn add(a: i32, b: i32) -> i32 {");
     assert!(matches!(
-        sandbox.call(&Search, json!({"pattern": "("})).await,
+        sandbox
+            .call(&Typed::<Search>::new(), json!({"pattern": "("}))
+            .await,
         Err(ToolError::InvalidArguments(_))
     ));
 }
@@ -228,11 +265,11 @@ async fn search_respects_gitignore_outside_a_git_repository() {
 async fn run_command_needs_the_allowlist_and_reports_exit_code_and_output() {
     let sandbox = Sandbox::new("command");
     let denied = sandbox
-        .call(&RunCommand::new(vec![]), json!({"program": "ls"}))
+        .call(&run_command(vec![]), json!({"program": "ls"}))
         .await
         .unwrap_err();
     assert!(denied.to_string().contains("not allowed"), "{denied}");
-    let tool = RunCommand::new(vec!["sh".into(), "ls".into()]);
+    let tool = run_command(vec!["sh".into(), "ls".into()]);
     let output: Value = serde_json::from_str(
         &sandbox
             .call(
@@ -272,7 +309,7 @@ async fn run_command_needs_the_allowlist_and_reports_exit_code_and_output() {
 #[tokio::test]
 async fn a_timeout_kills_the_whole_process_group() {
     let sandbox = Sandbox::new("timeout");
-    let tool = RunCommand::new(vec!["sh".into()]);
+    let tool = run_command(vec!["sh".into()]);
     let started = Instant::now();
     let err = sandbox
         .call(&tool, json!({"program": "sh", "args": ["-c", "sleep 60 & echo $! > child.pid; wait"], "timeout_secs": 0.5}))

@@ -1,7 +1,12 @@
 //! MCP tools against the reference server `@modelcontextprotocol/server-everything`
 //! (its `echo` tool) and a fake server that fails, crashes and hangs on purpose.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use std::path::Path;
 use std::sync::Arc;

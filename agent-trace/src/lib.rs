@@ -3,13 +3,16 @@
 //! A trace is a projection of the event stream ([`trace_lines`]), written by the
 //! [`JsonlTrace`] sink one complete JSON object per line. By default text is
 //! written only as a [`summarize`]d `chars=N;sha256=HEX` and argument values never
-//! are ([`ContentMode::Summary`]). [`show`] renders a trace for people.
+//! are ([`ContentMode::Summary`]). [`show`] renders a trace for people, and
+//! [`describe`] an event.
 
+mod describe;
 mod jsonl;
 mod lines;
 mod show;
 mod summary;
 
+pub use describe::describe;
 pub use jsonl::JsonlTrace;
 pub use lines::trace_lines;
 pub use show::{ShowReport, render, show};

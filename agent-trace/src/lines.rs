@@ -60,11 +60,13 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
             if *exit_reason == ExitReason::InternalError {
                 lines.push(line("internal_error", json!({"error": error})));
             }
-            let mut fields = json!({"exit_reason": exit_reason, "steps_used": step});
+            let mut fields = Map::new();
+            fields.insert("exit_reason".into(), json!(exit_reason));
+            fields.insert("steps_used".into(), json!(step));
             if let Some(budget) = budget {
-                fields["budget"] = json!(budget);
+                fields.insert("budget".into(), json!(budget));
             }
-            lines.push(line("run_finished", fields));
+            lines.push(line("run_finished", Value::Object(fields)));
             lines
         }
         EventKind::ModelRetried {
@@ -129,15 +131,17 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
             data,
             usage,
         } => {
-            let mut fields = json!({"strategy": strategy, "data": mode.render(&data.to_string())});
+            let mut fields = Map::new();
+            fields.insert("strategy".into(), json!(strategy));
+            fields.insert("data".into(), json!(mode.render(&data.to_string())));
             if let Some(node) = data.get("node").and_then(Value::as_str) {
-                fields["node"] = json!(node);
+                fields.insert("node".into(), json!(node));
             }
             if let Some(usage) = usage {
-                fields["input_tokens"] = json!(usage.input_tokens);
-                fields["output_tokens"] = json!(usage.output_tokens);
+                fields.insert("input_tokens".into(), json!(usage.input_tokens));
+                fields.insert("output_tokens".into(), json!(usage.output_tokens));
             }
-            vec![line(name, fields)]
+            vec![line(name, Value::Object(fields))]
         }
         EventKind::ResponseRefused { reason } => {
             vec![line("model_feedback", json!({"error": reason}))]

@@ -30,7 +30,7 @@
 //!     serde_json::json!({"type": "finish", "answer": "84"}),
 //! ])?;
 //! let mut tools = ToolRegistry::new();
-//! tools.register(Calculator)?;
+//! tools.register_typed::<Calculator>()?;
 //! let engine = Engine::builder(Arc::new(model), Arc::new(ReAct::new()))
 //!     .tools(tools.into_toolbox())
 //!     .build();
@@ -65,7 +65,25 @@
 //! assert_eq!(spec.input_schema["required"], serde_json::json!(["name"]));
 //! ```
 
-pub use agent_core::*;
+pub use agent_core::{
+    Action, ApprovalDecision, BudgetKind, Budgets, Cancellation, Checkpoint, CircuitState,
+    CompletionGate, ControlError, DEFAULT_LEASE_RENEWAL, DEFAULT_LEASE_TTL, DEFAULT_MAX_STEPS,
+    DEFAULT_SNAPSHOT_EVERY, Deadline, Decision, DuplicateTool, Durability, Engine, EngineBuilder,
+    EngineError, Event, EventKind, EventSink, EventStore, ExecutionStrategy, Exhausted, ExitReason,
+    Finish, FinishGate, Fork, GateRefusal, Guard, GuardContext, HistoryItem, INTERRUPTED,
+    IgnoreReports, Layer, LayerObserver, MemoryStore, Model, ModelCall, ModelContext, ModelError,
+    ModelRateLimit, ModelRequest, ModelResponse, Observation, PlanStep, PublicStatus, RetryNotice,
+    RunResult, RunUsage, SCHEMA_VERSION, SessionState, SessionSummary, SinkError, Stack,
+    StateError, Status, StoreError, StrategyError, StrategyRecord, StrategyWork, Tool, ToolCall,
+    ToolContext, ToolError, ToolOutput, ToolSpec, Toolbox, UnknownBudget, UnknownStatus, Usage,
+    Verdict, WallTime, Work, WorkContext, WorkRecord, cancel_session, decide_approval,
+    fork_session, load_state, new_session_id, now_millis, snapshot_of, strict_json,
+};
+
+/// Resilience layers for tools and models: timeout, retry, circuit breaker.
+pub mod layers {
+    pub use agent_layers::*;
+}
 
 /// Tools: the validating registry and the built-in tools.
 pub mod tools {
@@ -75,6 +93,7 @@ pub mod tools {
 /// Durable event stores.
 #[cfg(feature = "sqlite")]
 pub mod store {
+    pub use agent_core::store::support;
     pub use agent_store::*;
 }
 
@@ -119,6 +138,6 @@ pub mod prelude {
     pub use agent_strategies::{Dag, DagBuilder, Node};
     #[cfg(feature = "derive")]
     pub use agent_tools::Tool;
-    pub use agent_tools::{Calculator, ToolRegistry, TypedTool};
+    pub use agent_tools::{Calculator, ToolRegistry, Typed, TypedTool};
     pub use agent_trace::{ContentMode, JsonlTrace};
 }

@@ -1,7 +1,12 @@
 //! DAG workflows: build-time checks, concurrency of ready nodes, conditional
 //! branches, fan-out and join, error branches, and the changed-graph refusal.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -92,7 +97,7 @@ fn missing_references_unreachable_nodes_and_undeclared_inputs_are_refused() {
 
 fn engine(dag: agent::strategies::Dag, script: Vec<Value>, store: Arc<MemoryStore>) -> Engine {
     let mut tools = ToolRegistry::new();
-    tools.register(Calculator).unwrap();
+    tools.register_typed::<Calculator>().unwrap();
     Engine::builder(
         Arc::new(ScriptedModel::from_values(script).unwrap()),
         Arc::new(dag),

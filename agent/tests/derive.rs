@@ -1,7 +1,12 @@
 //! `#[derive(Tool)]` through the facade: the spec it writes, validation before the
 //! handler, a derived tool in a ReAct session, and the spec–handler check.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use std::sync::Arc;
 

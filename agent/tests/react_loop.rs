@@ -1,15 +1,20 @@
 //! The minimal agent loop end to end on the library: ReAct, the scripted model, the
 //! calculator and the in-memory store.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent::prelude::*;
 use agent::{
-    Action, BudgetKind, Event, EventKind, EventSink, HistoryItem, INTERRUPTED, ModelError,
-    ModelRequest, ModelResponse, Observation, SinkError, ToolCall,
+    Action, BudgetKind, Event, EventKind, EventSink, HistoryItem, INTERRUPTED, ModelContext,
+    ModelError, ModelRequest, ModelResponse, Observation, SinkError, ToolCall,
 };
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -22,9 +27,13 @@ struct Recording {
 
 #[async_trait]
 impl Model for Recording {
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        ctx: &ModelContext,
+    ) -> Result<ModelResponse, ModelError> {
         self.requests.lock().unwrap().push(request.clone());
-        self.inner.complete(request).await
+        self.inner.complete(request, ctx).await
     }
 }
 
@@ -72,7 +81,7 @@ fn harness(script: Vec<Value>, tools: Vec<Arc<dyn Tool>>, budgets: Budgets) -> H
 }
 
 fn calculator() -> Vec<Arc<dyn Tool>> {
-    vec![Arc::new(Calculator)]
+    vec![Arc::new(Typed::<Calculator>::new())]
 }
 
 fn calc(left: Value, operation: &str, right: Value) -> Value {
@@ -130,7 +139,7 @@ async fn the_model_sees_an_empty_history_then_the_call_and_its_observation() {
         arguments: json!({"left": 12, "operation": "multiply", "right": 7}),
     };
     assert_eq!(
-        requests[1].history,
+        *requests[1].history,
         [
             HistoryItem::ToolCalls {
                 calls: vec![call.clone()],
@@ -481,7 +490,7 @@ async fn resume_reruns_idempotent_calls_and_reports_others_as_interrupted() {
             finish("recovered"),
         ],
         vec![
-            Arc::new(Calculator),
+            Arc::new(Typed::<Calculator>::new()),
             Arc::new(Hanging(spec("effect", false))),
         ],
         Budgets::default(),

@@ -1,15 +1,20 @@
 //! Tool layers inside a session: every retry becomes a `retry` trace line and every
 //! breaker transition an event, without any special case in the engine.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use agent::layers::{BreakerPolicy, CircuitBreaker, Retry, RetryPolicy};
 use agent::prelude::*;
-use agent::tools::layers::{BreakerPolicy, ToolRetryPolicy, ToolStack};
-use agent::{CircuitState, EventKind};
+use agent::{CircuitState, EventKind, Stack};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
@@ -51,17 +56,18 @@ async fn retries_are_trace_lines_and_breaker_transitions_are_events() {
         },
         calls: AtomicU32::new(0),
     });
-    let tool = ToolStack::new(flaky)
-        .retry(ToolRetryPolicy {
+    let tool = Stack::<dyn Tool>::new()
+        .layer(CircuitBreaker::new(BreakerPolicy {
+            failure_threshold: 1,
+            cool_down: Duration::ZERO,
+        }))
+        .layer(Retry::new(RetryPolicy {
             max_retries: 1,
             min_delay: Duration::from_millis(1),
             max_delay: Duration::from_millis(2),
-        })
-        .circuit_breaker(BreakerPolicy {
-            failure_threshold: 1,
-            cool_down: Duration::ZERO,
-        })
-        .build();
+            ..RetryPolicy::for_tools()
+        }))
+        .wrap(flaky);
     let mut tools = ToolRegistry::new();
     tools.register_shared(tool).unwrap();
     let call = json!({"type": "tool_call", "tool_name": "flaky", "arguments": {}});

@@ -1,7 +1,12 @@
 //! Snapshots are a cache: states with and without them are identical, and a long
 //! session loads from one snapshot and the events after it.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -73,7 +78,7 @@ fn adding_script(calls: usize) -> Vec<Value> {
 
 fn engine(store: Arc<dyn EventStore>, calls: usize, snapshot_every: Option<u64>) -> Engine {
     let mut tools = ToolRegistry::new();
-    tools.register(Calculator).unwrap();
+    tools.register_typed::<Calculator>().unwrap();
     Engine::builder(
         Arc::new(ScriptedModel::from_values(adding_script(calls)).unwrap()),
         Arc::new(ReAct::new()),

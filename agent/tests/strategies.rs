@@ -1,7 +1,12 @@
 //! Plan-and-Execute replanning, Human-in-the-Loop predicates, and resumes that
 //! would drop a strategy.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use std::sync::Arc;
 
@@ -15,7 +20,7 @@ fn engine(
     store: Arc<MemoryStore>,
 ) -> Engine {
     let mut tools = ToolRegistry::new();
-    tools.register(Calculator).unwrap();
+    tools.register_typed::<Calculator>().unwrap();
     Engine::builder(
         Arc::new(ScriptedModel::from_values(script).unwrap()),
         strategy,

@@ -148,7 +148,7 @@ fn engine(
     ack_log: bool,
 ) -> anyhow::Result<Engine> {
     let mut tools = ToolRegistry::new();
-    tools.register(Calculator)?;
+    tools.register_typed::<Calculator>()?;
     let budgets = Budgets {
         max_steps: u32::try_from(tool_steps + 2)?,
         ..Budgets::default()

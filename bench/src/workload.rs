@@ -4,7 +4,8 @@
 //! result. The model derives `i` from the task text, so one model serves every session.
 
 use agent::{
-    Action, Finish, HistoryItem, Model, ModelError, ModelRequest, ModelResponse, ToolCall, Usage,
+    Action, Finish, HistoryItem, Model, ModelContext, ModelError, ModelRequest, ModelResponse,
+    ToolCall, Usage,
 };
 use async_trait::async_trait;
 use serde_json::json;
@@ -68,7 +69,11 @@ pub struct WorkloadModel {
 
 #[async_trait]
 impl Model for WorkloadModel {
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        ctx: &ModelContext,
+    ) -> Result<ModelResponse, ModelError> {
         let i = session_of(&request.task).ok_or_else(|| ModelError::Internal {
             message: format!("`{}` is not a workload task", request.task),
         })?;
@@ -89,7 +94,7 @@ impl Model for WorkloadModel {
         let n = observations.len();
         let action = if n < self.tool_steps {
             Action::ToolCall(ToolCall {
-                id: format!("call_{}_1", request.step),
+                id: format!("call_{}_1", ctx.step),
                 tool_name: "calculator".into(),
                 arguments: json!({"left": previous, "operation": self.operation.name(), "right": factor(i, n)}),
             })

@@ -1,7 +1,12 @@
 //! Group commit loses no acknowledged event: `kill -9` during a 50-session run,
 //! then every session's log must hold every event its caller was told is committed.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};

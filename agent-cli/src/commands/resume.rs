@@ -6,8 +6,8 @@
 use agent::{EventKind, SessionState};
 
 use crate::cli::ResumeArgs;
-use crate::commands::run::{console, report};
 use crate::config::RunConfig;
+use crate::console::{console, report};
 use crate::error::CliError;
 use crate::store;
 

@@ -1,7 +1,8 @@
 //! `agent show ID`: a session's status, task and timeline — seq, event, status
 //! transition, tool calls and results.
 
-use agent::{Action, Event, EventKind, SessionState};
+use agent::SessionState;
+use agent::trace::describe;
 use serde_json::json;
 
 use crate::cli::SessionArgs;
@@ -31,7 +32,7 @@ pub async fn show(args: SessionArgs) -> Result<u8, CliError> {
             timestamp(event.at),
             event.kind.name(),
             transition,
-            details(event)
+            describe(&event.kind)
         ));
     }
     if args.json {
@@ -53,75 +54,4 @@ pub async fn show(args: SessionArgs) -> Result<u8, CliError> {
         }
     }
     Ok(0)
-}
-
-/// What a timeline line says about an event beyond its kind.
-fn details(event: &Event) -> String {
-    match &event.kind {
-        EventKind::ModelResponded { actions, .. } => actions
-            .iter()
-            .map(|action| match action {
-                Action::ToolCall(call) => {
-                    format!("{} {} [{}]", call.tool_name, call.arguments, call.id)
-                }
-                Action::Finish(finish) => format!("finish: {}", finish.answer),
-                Action::Plan { steps } => format!(
-                    "plan: {}",
-                    steps
-                        .iter()
-                        .map(|step| step.goal.as_str())
-                        .collect::<Vec<_>>()
-                        .join(" | ")
-                ),
-            })
-            .collect::<Vec<_>>()
-            .join("; "),
-        EventKind::ModelOutputRejected { error, .. } => error.clone(),
-        EventKind::ActionDispatched { call } => format!("{} [{}]", call.tool_name, call.id),
-        EventKind::ActionCompleted { observation } => format!(
-            "{} [{}] {}{}",
-            observation.tool_name,
-            observation.call_id,
-            if observation.is_error { "error: " } else { "" },
-            observation.content
-        ),
-        EventKind::Finished { answer } => answer.clone(),
-        EventKind::ApprovalRequested { calls } => calls
-            .iter()
-            .map(|call| format!("{} {} [{}]", call.tool_name, call.arguments, call.id))
-            .collect::<Vec<_>>()
-            .join("; "),
-        EventKind::ApprovalDecided {
-            call_id,
-            decision,
-            by,
-            ..
-        } => format!("[{call_id}] {} by {by}", decision.name()),
-        EventKind::Strategy { name, data, .. } => format!("{name} {data}"),
-        EventKind::ResponseRefused { reason } => reason.clone(),
-        EventKind::FinishRejected { reason, .. } => reason.clone(),
-        EventKind::Failed {
-            exit_reason, error, ..
-        } => format!("{exit_reason}: {}", error.as_deref().unwrap_or("")),
-        EventKind::Cancelled { reason } | EventKind::Resumed { reason } => reason.clone(),
-        EventKind::SessionStarted { strategy, .. } => format!("strategy {strategy}"),
-        EventKind::ModelRequested { step } => format!("step {step}"),
-        EventKind::ActionAttemptFailed {
-            call_id,
-            tool_name,
-            attempt,
-            error,
-            delay_ms,
-            ..
-        } => format!(
-            "{tool_name} [{call_id}] attempt {attempt} failed, retry in {delay_ms} ms: {error}"
-        ),
-        EventKind::CircuitChanged { tool_name, state } => format!("{tool_name} circuit {state:?}"),
-        EventKind::ModelRetried {
-            attempt,
-            error,
-            delay_ms,
-        } => format!("retry {attempt} in {delay_ms} ms: {error}"),
-        EventKind::Forked { parent, at } => format!("copy of {parent} up to seq {at}"),
-    }
 }

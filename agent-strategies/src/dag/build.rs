@@ -5,7 +5,6 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use petgraph::Direction;
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::{Dfs, Reversed};
@@ -208,7 +207,9 @@ impl DagBuilder {
             contributes.insert(node);
         }
         for (name, node) in &self.nodes {
-            let at = index[name];
+            let Some(&at) = index.get(name) else {
+                continue;
+            };
             if !contributes.contains(&at) {
                 return Err(DagError::Unreachable(name.clone(), output.clone()));
             }
@@ -263,17 +264,4 @@ impl DagBuilder {
             self.concurrency,
         ))
     }
-}
-
-/// Every node with no incoming edge, in insertion order.
-pub(crate) fn roots(graph: &DiGraph<String, Edge>) -> Vec<NodeIndex> {
-    graph
-        .node_indices()
-        .filter(|n| {
-            graph
-                .neighbors_directed(*n, Direction::Incoming)
-                .next()
-                .is_none()
-        })
-        .collect()
 }

@@ -9,8 +9,8 @@ use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
 use agent_core::{
-    Action, Decision, ExecutionStrategy, ExitReason, ModelRequest, SessionState, StrategyError,
-    StrategyWork, ToolContext, Work, WorkContext, WorkRecord,
+    Action, Decision, ExecutionStrategy, ExitReason, ModelContext, ModelRequest, SessionState,
+    StrategyError, StrategyWork, ToolContext, Work, WorkContext, WorkRecord,
 };
 use async_trait::async_trait;
 use petgraph::Direction;
@@ -18,7 +18,6 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 use serde_json::{Value, json};
 
-use super::build::roots;
 use super::node::{Condition, Node, NodeKind};
 use super::template::{Outputs, render, render_value, text_of};
 
@@ -194,16 +193,17 @@ impl Standing {
             errors: HashMap::new(),
         };
         for record in state.records() {
-            let node = record.data["node"].as_str().unwrap_or_default().to_owned();
+            let node = record.text("node").to_owned();
             match record.name.as_str() {
                 NODE_COMPLETED => {
-                    standing.outputs.insert(node, record.data["output"].clone());
+                    standing
+                        .outputs
+                        .insert(node, record.field("output").cloned().unwrap_or_default());
                 }
                 NODE_FAILED => {
-                    standing.errors.insert(
-                        node,
-                        record.data["error"].as_str().unwrap_or_default().to_owned(),
-                    );
+                    standing
+                        .errors
+                        .insert(node, record.text("error").to_owned());
                 }
                 _ => {}
             }
@@ -218,7 +218,8 @@ impl Dag {
             .records()
             .iter()
             .find(|record| record.name == DAG_STARTED)
-            .and_then(|record| record.data["hash"].as_str())
+            .and_then(|record| record.field("hash"))
+            .and_then(Value::as_str)
     }
 
     /// Resolves every node it can and returns the ready ones.
@@ -247,12 +248,12 @@ impl Dag {
             }
             let active = incoming.is_empty()
                 || incoming.iter().any(|edge| {
-                    match (&edge.weight().kind, resolved[&edge.source()]) {
-                        (EdgeKind::Always, Resolution::Completed) => true,
-                        (EdgeKind::When { condition, .. }, Resolution::Completed) => {
+                    match (&edge.weight().kind, resolved.get(&edge.source()).copied()) {
+                        (EdgeKind::Always, Some(Resolution::Completed)) => true,
+                        (EdgeKind::When { condition, .. }, Some(Resolution::Completed)) => {
                             condition(&standing.outputs)
                         }
-                        (EdgeKind::OnError, Resolution::Failed) => true,
+                        (EdgeKind::OnError, Some(Resolution::Failed)) => true,
                         _ => false,
                     }
                 });
@@ -387,12 +388,12 @@ impl StrategyWork for NodeJob {
                 let request = ModelRequest {
                     instructions: NODE_INSTRUCTIONS.into(),
                     task: render(prompt, &ctx.task, &self.outputs),
-                    history: Vec::new(),
+                    history: Arc::default(),
                     tools: Arc::new(Vec::new()),
-                    step: self.step,
                     max_output_tokens: ctx.max_output_tokens,
                 };
-                match ctx.model.complete(&request).await {
+                let model_ctx = ModelContext::new(ctx.session_id.clone(), self.step);
+                match ctx.model.complete(&request, &model_ctx).await {
                     Ok(response) => {
                         let text = response.actions.iter().find_map(|action| match action {
                             Action::Finish(finish) => Some(finish.answer.clone()),
@@ -460,4 +461,17 @@ impl StrategyWork for NodeJob {
             NodeKind::Branch { test, .. } => self.completed(Value::Bool(test(&self.outputs)), None),
         }
     }
+}
+
+/// Every node with no incoming edge, in insertion order.
+fn roots(graph: &DiGraph<String, Edge>) -> Vec<NodeIndex> {
+    graph
+        .node_indices()
+        .filter(|n| {
+            graph
+                .neighbors_directed(*n, Direction::Incoming)
+                .next()
+                .is_none()
+        })
+        .collect()
 }

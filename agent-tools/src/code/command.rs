@@ -4,11 +4,10 @@
 
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::LazyLock;
 use std::time::Duration;
 
-use agent_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use async_trait::async_trait;
+use agent_core::{ToolContext, ToolError};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
@@ -57,7 +56,7 @@ async fn capped(mut stream: impl tokio::io::AsyncRead + Unpin) -> String {
             Ok(0) | Err(_) => break,
             Ok(read) => {
                 let room = OUTPUT_CAP.saturating_sub(kept.len());
-                kept.extend_from_slice(&buffer[..read.min(room)]);
+                kept.extend_from_slice(buffer.get(..read.min(room)).unwrap_or_default());
                 dropped += read.saturating_sub(room);
             }
         }
@@ -124,74 +123,47 @@ pub async fn run_program(
     })
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RunCommandArgs {
-    program: String,
-    #[serde(default)]
-    args: Vec<String>,
-    timeout_secs: Option<f64>,
+/// The programs `run_command` may start (`--allow-cmd`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommandPolicy {
+    /// Program names (or paths) that may run.
+    pub allowed: Vec<String>,
 }
 
-static RUN_COMMAND_SPEC: LazyLock<ToolSpec> = LazyLock::new(|| ToolSpec {
-    name: "run_command".into(),
-    description:
-        "Runs a program (no shell) in the workspace and returns its exit code, stdout and stderr. \
-                  Only allowed programs can run."
-            .into(),
-    input_schema: json!({
-        "type": "object",
-        "properties": {
-            "program": {"type": "string", "description": "The program, for example `cargo`."},
-            "args": {"type": "array", "items": {"type": "string"}, "description": "Its arguments, one per element."},
-            "timeout_secs": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_COMMAND_TIMEOUT.as_secs(),
-                             "description": "Kill it after this many seconds (default 120)."}
-        },
-        "required": ["program"],
-        "additionalProperties": false
-    }),
-    output_description: Some(
-        "JSON with exit_code, timed_out, stdout and stderr (each capped at 16 KiB)".into(),
-    ),
-    error_description: Some("a program that is not allowed or cannot start".into()),
-    idempotent: false,
-    needs_approval: false,
-});
-
-/// `run_command {program, args?, timeout_secs?}` for programs on the allowlist.
-#[derive(Debug, Clone, Default)]
+/// Runs a program (no shell) in the workspace and returns its exit code, stdout and stderr. Only allowed programs can run.
+#[derive(Debug, Clone, Deserialize, JsonSchema, crate::Derive)]
+#[serde(deny_unknown_fields)]
+#[tool(
+    crate = "crate",
+    state = CommandPolicy,
+    output = "JSON with exit_code, timed_out, stdout and stderr (each capped at 16 KiB)",
+    errors = "a program that is not allowed or cannot start"
+)]
 pub struct RunCommand {
-    allowed: Vec<String>,
+    /// The program, for example `cargo`.
+    pub program: String,
+    /// Its arguments, one per element.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Kill it after this many seconds (default 120, at most 1800).
+    #[schemars(range(min = 0.001, max = 1800.0))]
+    pub timeout_secs: Option<f64>,
 }
 
 impl RunCommand {
-    /// A tool that runs only `allowed` programs.
-    pub fn new(allowed: Vec<String>) -> Self {
-        Self { allowed }
-    }
-}
-
-#[async_trait]
-impl Tool for RunCommand {
-    fn spec(&self) -> &ToolSpec {
-        &RUN_COMMAND_SPEC
-    }
-
-    async fn call(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let args: RunCommandArgs = serde_json::from_value(arguments)
-            .map_err(|err| ToolError::InvalidArguments(err.to_string()))?;
-        if !self.allowed.contains(&args.program) {
-            let allowed = if self.allowed.is_empty() {
+    async fn run(self, ctx: &ToolContext, policy: &CommandPolicy) -> Result<String, ToolError> {
+        if !policy.allowed.contains(&self.program) {
+            let allowed = if policy.allowed.is_empty() {
                 "none; start the run with --allow-cmd".to_owned()
             } else {
-                self.allowed.join(", ")
+                policy.allowed.join(", ")
             };
             return Err(ToolError::failed(format!(
                 "program `{}` is not allowed; allowed programs: {allowed}",
-                args.program
+                self.program
             )));
         }
-        let timeout = match args.timeout_secs {
+        let timeout = match self.timeout_secs {
             Some(secs) => Duration::try_from_secs_f64(secs)
                 .ok()
                 .filter(|limit| *limit > Duration::ZERO && *limit <= MAX_COMMAND_TIMEOUT)
@@ -202,7 +174,7 @@ impl Tool for RunCommand {
                 })?,
             None => DEFAULT_COMMAND_TIMEOUT,
         };
-        let output = run_program(&args.program, &args.args, &ctx.workspace, timeout).await?;
+        let output = run_program(&self.program, &self.args, &ctx.workspace, timeout).await?;
         if output.timed_out {
             return Err(ToolError::failed(format!(
                 "timed out after {}s; the process group was killed. {}",
@@ -210,6 +182,6 @@ impl Tool for RunCommand {
                 output.to_json()
             )));
         }
-        Ok(output.to_json().to_string().into())
+        Ok(output.to_json().to_string())
     }
 }

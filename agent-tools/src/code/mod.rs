@@ -5,8 +5,8 @@ mod files;
 mod search;
 
 pub use command::{
-    CommandOutput, DEFAULT_COMMAND_TIMEOUT, MAX_COMMAND_TIMEOUT, OUTPUT_CAP, RunCommand,
-    run_program,
+    CommandOutput, CommandPolicy, DEFAULT_COMMAND_TIMEOUT, MAX_COMMAND_TIMEOUT, OUTPUT_CAP,
+    RunCommand, run_program,
 };
 pub use files::{
     EditFile, ListDir, MAX_ENTRIES, MAX_FILE_BYTES, MAX_READ_CHARS, ReadFile, WriteFile,

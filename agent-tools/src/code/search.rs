@@ -2,13 +2,10 @@
 //! ripgrep (the `ignore` crate): `.gitignore` and hidden files respected, also
 //! outside a git repository, binary and huge files skipped.
 
-use std::io::Read;
-use std::sync::LazyLock;
-
-use agent_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use async_trait::async_trait;
+use agent_core::{ToolContext, ToolError};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use std::io::Read;
 
 use crate::workspace::resolve_in_workspace;
 
@@ -18,56 +15,32 @@ pub const MAX_MATCHES: usize = 200;
 /// Files larger than this are not searched.
 const MAX_SEARCHED_BYTES: u64 = 2 * 1024 * 1024;
 
-#[derive(Debug, Deserialize)]
+/// Searches the workspace's text files for a regular expression; returns `path:line: text` per match. Files ignored by .gitignore are skipped.
+#[derive(Debug, Clone, Deserialize, JsonSchema, crate::Derive)]
 #[serde(deny_unknown_fields)]
-struct SearchArgs {
-    pattern: String,
-    path: Option<String>,
+#[tool(
+    crate = "crate",
+    idempotent,
+    output = "matching lines as `path:line: text`",
+    errors = "an invalid regular expression or a path outside the workspace"
+)]
+pub struct Search {
+    /// A regular expression (Rust regex syntax).
+    pub pattern: String,
+    /// File or directory to search, relative to the workspace (default: all of it).
+    pub path: Option<String>,
 }
 
-static SEARCH_SPEC: LazyLock<ToolSpec> = LazyLock::new(|| {
-    ToolSpec {
-    name: "search".into(),
-    description: "Searches the workspace's text files for a regular expression; returns `path:line: text` per match. \
-                  Files ignored by .gitignore are skipped."
-        .into(),
-    input_schema: json!({
-        "type": "object",
-        "properties": {
-            "pattern": {"type": "string", "description": "A regular expression (Rust regex syntax)."},
-            "path": {"type": "string", "description": "File or directory to search, relative to the workspace (default: all of it)."}
-        },
-        "required": ["pattern"],
-        "additionalProperties": false
-    }),
-    output_description: Some("matching lines as `path:line: text`".into()),
-    error_description: Some("an invalid regular expression or a path outside the workspace".into()),
-    idempotent: true,
-    needs_approval: false,
-}
-});
-
-/// The `search` tool.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Search;
-
-#[async_trait]
-impl Tool for Search {
-    fn spec(&self) -> &ToolSpec {
-        &SEARCH_SPEC
-    }
-
-    async fn call(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let args: SearchArgs = serde_json::from_value(arguments)
-            .map_err(|err| ToolError::InvalidArguments(err.to_string()))?;
-        let regex = regex::Regex::new(&args.pattern).map_err(|err| {
+impl Search {
+    async fn run(self, ctx: &ToolContext) -> Result<String, ToolError> {
+        let regex = regex::Regex::new(&self.pattern).map_err(|err| {
             ToolError::InvalidArguments(format!("field `pattern` is not a valid regex: {err}"))
         })?;
         let root = ctx
             .workspace
             .canonicalize()
             .map_err(|err| ToolError::failed(format!("the workspace is not usable: {err}")))?;
-        let start = resolve_in_workspace(&root, args.path.as_deref().unwrap_or("."))?;
+        let start = resolve_in_workspace(&root, self.path.as_deref().unwrap_or("."))?;
         let walker = ignore::WalkBuilder::new(&start)
             .require_git(false)
             .follow_links(false)
@@ -110,7 +83,7 @@ impl Tool for Search {
             }
         }
         if matches.is_empty() {
-            return Ok(format!("no match for `{}`", args.pattern).into());
+            return Ok(format!("no match for `{}`", self.pattern));
         }
         let mut out = matches.join("\n");
         if more > 0 {
@@ -118,6 +91,6 @@ impl Tool for Search {
                 "\n[{more} more matches not shown; narrow the pattern or path]"
             ));
         }
-        Ok(out.into())
+        Ok(out)
     }
 }

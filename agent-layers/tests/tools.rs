@@ -1,7 +1,12 @@
-//! The resilience layers against a controllable fake tool: it fails N times, hangs
+//! The resilience layers around a controllable fake tool: it fails N times, hangs
 //! or panics on demand.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -9,11 +14,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_core::{
-    AttemptFailure, CircuitState, Tool, ToolContext, ToolError, ToolObserver, ToolOutput, ToolSpec,
+    CircuitState, Layer, LayerObserver, RetryNotice, Stack, Tool, ToolContext, ToolError,
+    ToolOutput, ToolSpec,
 };
-use agent_tools::layers::{
-    BreakerPolicy, CircuitBreaker, Retry, Timeout, ToolRetryPolicy, ToolStack,
-};
+use agent_layers::{BreakerPolicy, BreakerService, Retry, RetryPolicy, Timeout};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
@@ -83,13 +87,13 @@ impl Tool for Fake {
 
 #[derive(Default)]
 struct Reports {
-    failures: Mutex<Vec<AttemptFailure>>,
+    failures: Mutex<Vec<RetryNotice>>,
     circuit: Mutex<Vec<CircuitState>>,
 }
 
-impl ToolObserver for Reports {
-    fn attempt_failed(&self, failure: AttemptFailure) {
-        self.failures.lock().unwrap().push(failure);
+impl LayerObserver for Reports {
+    fn retrying(&self, notice: RetryNotice) {
+        self.failures.lock().unwrap().push(notice);
     }
     fn circuit_changed(&self, _tool: &str, state: CircuitState) {
         self.circuit.lock().unwrap().push(state);
@@ -102,17 +106,23 @@ fn ctx(reports: &Arc<Reports>) -> ToolContext {
     ctx
 }
 
-fn fast_retry() -> ToolRetryPolicy {
-    ToolRetryPolicy {
+fn fast_retry() -> RetryPolicy {
+    RetryPolicy {
         max_retries: 3,
         min_delay: Duration::from_millis(1),
         max_delay: Duration::from_millis(5),
+        ..RetryPolicy::for_tools()
     }
+}
+
+fn retried(fake: &Arc<Fake>, policy: RetryPolicy) -> Arc<dyn Tool> {
+    Retry::new(policy).layer(fake.clone())
 }
 
 #[tokio::test]
 async fn timeout_fails_a_hanging_call_with_the_limit_in_the_message() {
-    let tool = Timeout::new(Fake::new(true, Behaviour::Hang), Duration::from_millis(50));
+    let fake: Arc<dyn Tool> = Fake::new(true, Behaviour::Hang);
+    let tool = Timeout::new(Duration::from_millis(50)).layer(fake);
     let err = tool
         .call(json!({}), &ctx(&Arc::default()))
         .await
@@ -136,7 +146,7 @@ async fn retry_retries_retryable_failures_of_idempotent_tools_and_reports_each()
         },
     );
     let reports = Arc::new(Reports::default());
-    let tool = Retry::new(fake.clone(), fast_retry());
+    let tool = retried(&fake, fast_retry());
     assert_eq!(
         tool.call(json!({}), &ctx(&reports)).await.unwrap().content,
         "ok"
@@ -163,7 +173,7 @@ async fn retry_leaves_non_retryable_failures_and_non_idempotent_tools_alone() {
             retryable: false,
         },
     );
-    let tool = Retry::new(fake.clone(), fast_retry());
+    let tool = retried(&fake, fast_retry());
     assert!(tool.call(json!({}), &ctx(&Arc::default())).await.is_err());
     assert_eq!(fake.calls.load(Ordering::SeqCst), 1);
 
@@ -174,7 +184,7 @@ async fn retry_leaves_non_retryable_failures_and_non_idempotent_tools_alone() {
             retryable: true,
         },
     );
-    let tool = Retry::new(fake.clone(), fast_retry());
+    let tool = retried(&fake, fast_retry());
     assert!(tool.call(json!({}), &ctx(&Arc::default())).await.is_err());
     assert_eq!(
         fake.calls.load(Ordering::SeqCst),
@@ -192,7 +202,7 @@ async fn retry_gives_up_after_its_budget_with_the_last_error() {
             retryable: true,
         },
     );
-    let tool = Retry::new(fake.clone(), fast_retry());
+    let tool = retried(&fake, fast_retry());
     let err = tool
         .call(json!({}), &ctx(&Arc::default()))
         .await
@@ -205,13 +215,13 @@ async fn retry_gives_up_after_its_budget_with_the_last_error() {
 async fn a_timeout_inside_retry_is_retried() {
     let fake = Fake::new(true, Behaviour::Hang);
     let reports = Arc::new(Reports::default());
-    let tool = ToolStack::new(fake.clone())
-        .timeout(Duration::from_millis(20))
-        .retry(ToolRetryPolicy {
+    let tool = Stack::<dyn Tool>::new()
+        .layer(Retry::new(RetryPolicy {
             max_retries: 2,
             ..fast_retry()
-        })
-        .build();
+        }))
+        .layer(Timeout::new(Duration::from_millis(20)))
+        .wrap(fake.clone());
     let err = tool.call(json!({}), &ctx(&reports)).await.unwrap_err();
     assert!(err.to_string().contains("timed out"), "{err}");
     assert_eq!(fake.calls.load(Ordering::SeqCst), 3);
@@ -228,12 +238,13 @@ async fn the_breaker_opens_fails_fast_half_opens_and_closes() {
         },
     );
     let reports = Arc::new(Reports::default());
-    let breaker = CircuitBreaker::new(
+    let breaker = BreakerService::<dyn Tool>::new(
         fake.clone(),
         BreakerPolicy {
             failure_threshold: 3,
             cool_down: Duration::from_millis(100),
         },
+        "fake",
     );
     let ctx = ctx(&reports);
     for _ in 0..3 {
@@ -291,12 +302,13 @@ async fn invalid_arguments_do_not_open_the_breaker() {
             Err(ToolError::InvalidArguments("field `x` is missing".into()))
         }
     }
-    let breaker = CircuitBreaker::new(
+    let breaker = BreakerService::<dyn Tool>::new(
         Arc::new(Picky(Fake::new(true, Behaviour::Hang).spec.clone())),
         BreakerPolicy {
             failure_threshold: 1,
             cool_down: Duration::from_secs(60),
         },
+        "picky",
     );
     for _ in 0..3 {
         assert!(matches!(
@@ -309,10 +321,10 @@ async fn invalid_arguments_do_not_open_the_breaker() {
 
 #[tokio::test]
 async fn a_panicking_tool_panics_through_the_layers_for_the_engine_to_record() {
-    let tool = ToolStack::new(Fake::new(true, Behaviour::Panic))
-        .timeout(Duration::from_secs(1))
-        .retry(fast_retry())
-        .build();
+    let tool = Stack::<dyn Tool>::new()
+        .layer(Retry::new(fast_retry()))
+        .layer(Timeout::new(Duration::from_secs(1)))
+        .wrap(Fake::new(true, Behaviour::Panic));
     let handle = tokio::spawn(async move { tool.call(json!({}), &ctx(&Arc::default())).await });
     let err = handle.await.unwrap_err();
     assert!(err.is_panic());

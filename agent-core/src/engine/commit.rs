@@ -1,0 +1,123 @@
+//! Commit and publish: new events are applied to the state at once, queued, and
+//! committed to the store in one append when the driver reaches a commit point;
+//! only then are they published to the sinks. A conflicting append (another
+//! writer got there first) drops what was queued and folds the log again.
+
+use super::driver::{Driver, internal_failure};
+use crate::error::EngineError;
+use crate::event::{Event, EventKind};
+use crate::snapshot::{load_state, snapshot_of};
+use crate::state::StateError;
+use crate::store::{Durability, StoreError};
+
+impl Driver<'_> {
+    /// Applies a new event to the state and queues it for the next commit. An event
+    /// the state machine refuses is a bug: the session fails with `internal_error`.
+    pub(super) fn record(&mut self, kind: EventKind) -> Result<(), EngineError> {
+        match self.apply_new(kind) {
+            Ok(()) => Ok(()),
+            Err(err) if !self.state.status().is_terminal() => Ok(self.apply_new(
+                internal_failure(format!("the engine produced an illegal event: {err}")),
+            )?),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    fn apply_new(&mut self, kind: EventKind) -> Result<(), StateError> {
+        let event = Event::new(self.state.session_id(), self.state.last_seq() + 1, kind);
+        self.state.apply(&event)?;
+        self.unflushed.push(event);
+        self.unflushed_steps.push(self.state.steps_used());
+        Ok(())
+    }
+
+    /// Commits queued events, then publishes them to the sinks. Returns `false`
+    /// when another writer got there first: the state was reloaded from the log and
+    /// the caller must abandon what it was doing.
+    pub(super) async fn flush(&mut self, durability: Durability) -> Result<bool, EngineError> {
+        let Some(first) = self.unflushed.first() else {
+            return Ok(true);
+        };
+        let expected = first.seq - 1;
+        // Announced before the append, so the lease keeper never mistakes our own
+        // commit for a write by someone else.
+        self.signal().committed_up_to(self.state.last_seq());
+        let appended = self
+            .engine
+            .store
+            .append(
+                self.state.session_id(),
+                expected,
+                &self.unflushed,
+                durability,
+            )
+            .await;
+        match appended {
+            Ok(()) => {}
+            Err(StoreError::Conflict { .. }) => {
+                self.signal().committed_up_to(expected);
+                self.reload().await?;
+                return Ok(false);
+            }
+            Err(err) => return Err(err.into()),
+        }
+        self.maybe_snapshot(expected).await;
+        let events = std::mem::take(&mut self.unflushed);
+        let steps = std::mem::take(&mut self.unflushed_steps);
+        for (event, step) in events.iter().zip(steps) {
+            for sink in &self.engine.sinks {
+                sink.publish(event, step)?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Saves a snapshot when the commit that followed seq `before` crossed a
+    /// multiple of the snapshot interval. A failed save is ignored: snapshots are a
+    /// cache.
+    async fn maybe_snapshot(&self, before: u64) {
+        let Some(every) = self.engine.snapshot_every else {
+            return;
+        };
+        let last = self.state.last_seq();
+        if last / every == before / every {
+            return;
+        }
+        if let Ok(snapshot) = snapshot_of(&self.state) {
+            let _ = self
+                .engine
+                .store
+                .save_snapshot(self.state.session_id(), last, &snapshot)
+                .await;
+        }
+    }
+
+    /// Drops uncommitted events and folds the log again, after a write by another
+    /// process (a cancel, a conflict); the events this driver did not write are
+    /// published to its sinks. Work in flight is abandoned. Fails if the lease was
+    /// lost.
+    pub(super) async fn reload(&mut self) -> Result<(), EngineError> {
+        if self.signal().is_lost() {
+            return Err(StoreError::LeaseLost(self.state.session_id().to_owned()).into());
+        }
+        let committed = self.signal().last_committed();
+        let state = load_state(self.engine.store.as_ref(), self.state.session_id()).await?;
+        let foreign = self
+            .engine
+            .store
+            .load_after(self.state.session_id(), committed)
+            .await?;
+        for event in foreign.iter().filter(|event| event.seq <= state.last_seq()) {
+            for sink in &self.engine.sinks {
+                sink.publish(event, state.steps_used())?;
+            }
+        }
+        self.state = state;
+        self.signal().committed_up_to(self.state.last_seq());
+        self.unflushed.clear();
+        self.unflushed_steps.clear();
+        self.work = Default::default();
+        self.needs_recovery = true;
+        Ok(())
+    }
+}

@@ -1,0 +1,238 @@
+//! The driver loop: one session, decided, guarded, persisted and acted on until
+//! it ends or waits for a human. Every wait for a model, a tool, a gate or a piece
+//! of work is bounded the same way ([`Bounds::wait`]): by the earliest guard
+//! deadline and by the lease keeper's signal that the log moved; how such a wait
+//! ended is settled in one place ([`Driver::settle`]).
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use super::Engine;
+use super::lease::{Lease, LeaseSignal};
+use super::work_step::WorkSet;
+use crate::error::EngineError;
+use crate::event::{Event, EventKind};
+use crate::guard::{Checkpoint, Deadline, GuardContext, Verdict, check_all, earliest_deadline};
+use crate::result::{ExitReason, RunResult};
+use crate::state::SessionState;
+use crate::store::Durability;
+use crate::strategy::Decision;
+
+/// How a bounded wait ended.
+pub(super) enum Bounded<T> {
+    /// The future completed.
+    Done(T),
+    /// A guard's deadline passed first.
+    TimedOut,
+    /// The log moved under the driver, or the lease was lost.
+    Interrupted,
+}
+
+/// What every wait of one run is bounded by.
+pub(super) struct Bounds {
+    deadline: Option<Deadline>,
+    signal: Arc<LeaseSignal>,
+}
+
+impl Bounds {
+    /// Runs `future` unless the deadline passes or the log moves first. A future
+    /// that is ready at once (a scripted model, a pure tool) costs no timer.
+    pub(super) async fn wait<F: Future>(&self, future: F) -> Bounded<F::Output> {
+        let mut future = pin!(future);
+        if let Poll::Ready(output) = future
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+        {
+            return Bounded::Done(output);
+        }
+        let deadline = async {
+            match &self.deadline {
+                Some(deadline) => {
+                    tokio::time::sleep_until(tokio::time::Instant::from_std(deadline.at)).await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            output = future => Bounded::Done(output),
+            () = deadline => Bounded::TimedOut,
+            () = self.signal.wake.notified() => Bounded::Interrupted,
+        }
+    }
+}
+
+/// The state of one session while the engine drives it.
+pub(super) struct Driver<'e> {
+    pub(super) engine: &'e Engine,
+    pub(super) state: SessionState,
+    pub(super) unflushed: Vec<Event>,
+    pub(super) unflushed_steps: Vec<u32>,
+    pub(super) bounds: Bounds,
+    pub(super) started: Instant,
+    /// Set when the log may hold dispatched calls without results (after a resume
+    /// or a reload); the next turn of the loop settles them first.
+    pub(super) needs_recovery: bool,
+    pub(super) work: WorkSet,
+}
+
+impl<'e> Driver<'e> {
+    pub(super) fn new(engine: &'e Engine, state: SessionState, lease: &Lease) -> Self {
+        lease.signal.committed_up_to(state.last_seq());
+        let started = Instant::now();
+        Self {
+            engine,
+            state,
+            unflushed: Vec::new(),
+            unflushed_steps: Vec::new(),
+            bounds: Bounds {
+                deadline: earliest_deadline(&engine.guards, started),
+                signal: Arc::clone(&lease.signal),
+            },
+            started,
+            needs_recovery: false,
+            work: WorkSet::default(),
+        }
+    }
+
+    /// The lease keeper's signal.
+    pub(super) fn signal(&self) -> &LeaseSignal {
+        &self.bounds.signal
+    }
+
+    /// Settles calls a crash may have left in flight before the next decision.
+    pub(super) fn recover_before_next_decision(&mut self) {
+        self.needs_recovery = true;
+    }
+
+    /// Decides and performs until the session ends or waits for a human.
+    pub(super) async fn drive(mut self) -> Result<RunResult, EngineError> {
+        loop {
+            if let Some(result) = self
+                .state
+                .run_result()
+                .or_else(|| self.state.awaiting_result())
+            {
+                if self.flush(Durability::Full).await? {
+                    return Ok(result);
+                }
+                continue;
+            }
+            if std::mem::take(&mut self.needs_recovery) {
+                self.recover_in_flight().await?;
+                continue;
+            }
+            let decision = match self.engine.strategy.next(&self.state) {
+                Ok(decision) => decision,
+                Err(err) => {
+                    self.record(internal_failure(err.to_string()))?;
+                    continue;
+                }
+            };
+            self.perform(decision).await?;
+        }
+    }
+
+    async fn perform(&mut self, decision: Decision) -> Result<(), EngineError> {
+        match decision {
+            Decision::CallModel(call) => self.call_model(call).await,
+            Decision::Dispatch(calls) => self.dispatch(calls).await,
+            Decision::Finish { answer } => {
+                if self.guarded(Checkpoint::Finish(&answer)).await? {
+                    self.record(EventKind::Finished { answer })?;
+                }
+                Ok(())
+            }
+            Decision::AwaitApproval(calls) => self.record(EventKind::ApprovalRequested { calls }),
+            Decision::Record { name, data } => self.record(EventKind::Strategy {
+                strategy: self.engine.strategy.name().to_owned(),
+                name,
+                data,
+                usage: None,
+            }),
+            Decision::RunWork { work, limit } => self.run_work(work, limit).await,
+            Decision::Refuse { reason } => self.record(EventKind::ResponseRefused { reason }),
+            Decision::Fail { exit_reason, error } => self.record(EventKind::Failed {
+                exit_reason,
+                budget: None,
+                error: Some(error),
+            }),
+        }
+    }
+
+    /// Asks every guard whether the decision at `checkpoint` may go on; an
+    /// intervention is recorded instead. `false` means: do not perform it.
+    pub(super) async fn guarded(
+        &mut self,
+        checkpoint: Checkpoint<'_>,
+    ) -> Result<bool, EngineError> {
+        let ctx = GuardContext {
+            state: &self.state,
+            workspace: &self.engine.workspace,
+            started: self.started,
+        };
+        let verdict = self
+            .bounds
+            .wait(check_all(&self.engine.guards, checkpoint, &ctx))
+            .await;
+        match self.settle(verdict).await? {
+            Some(Verdict::Proceed) => Ok(true),
+            Some(Verdict::Intervene(event)) => {
+                self.record(event)?;
+                Ok(false)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// The output of a bounded wait, or `None` when the step must be abandoned:
+    /// the deadline's event was recorded, or the log moved and was reloaded.
+    pub(super) async fn settle<T>(
+        &mut self,
+        outcome: Bounded<T>,
+    ) -> Result<Option<T>, EngineError> {
+        match outcome {
+            Bounded::Done(output) => Ok(Some(output)),
+            Bounded::TimedOut => {
+                let event = self
+                    .bounds
+                    .deadline
+                    .as_ref()
+                    .map(|deadline| deadline.event.clone())
+                    .unwrap_or_else(|| internal_failure("a wait timed out without a deadline"));
+                self.record(event)?;
+                Ok(None)
+            }
+            Bounded::Interrupted => {
+                self.reload().await?;
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// The event that ends a run with `internal_error`.
+pub(super) fn internal_failure(error: impl Into<String>) -> EventKind {
+    EventKind::Failed {
+        exit_reason: ExitReason::InternalError,
+        budget: None,
+        error: Some(error.into()),
+    }
+}
+
+/// What a panicked (or cancelled) task said.
+pub(super) fn panic_message(err: tokio::task::JoinError) -> String {
+    if !err.is_panic() {
+        return "the task was cancelled".into();
+    }
+    let payload = err.into_panic();
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic without a message".into()
+    }
+}

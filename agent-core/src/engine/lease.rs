@@ -1,0 +1,118 @@
+//! The lease keeper: one engine drives a session at a time. The lease is taken
+//! before the first write, renewed by a timer task (never by the driver, which may
+//! be busy in a long call), and given up when the run ends. Each renewal also
+//! returns the log's last seq, so the keeper notices writes by others — a cancel,
+//! an approval, a conflicting writer — and wakes the driver.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use super::Engine;
+use crate::error::EngineError;
+use crate::id::new_session_id;
+use crate::store::{EventStore, StoreError};
+
+/// What the lease keeper tells the driver.
+#[derive(Debug, Default)]
+pub(super) struct LeaseSignal {
+    /// Woken when the log moved under the driver or the lease was lost.
+    pub(super) wake: Notify,
+    /// The last seq the driver committed.
+    pub(super) committed: AtomicU64,
+    /// Set when another owner took the lease.
+    pub(super) lost: AtomicBool,
+}
+
+impl LeaseSignal {
+    /// Records that the log is known to end at `seq`.
+    pub(super) fn committed_up_to(&self, seq: u64) {
+        self.committed.store(seq, Ordering::Release);
+    }
+
+    /// The last seq known to be committed by the driver.
+    pub(super) fn last_committed(&self) -> u64 {
+        self.committed.load(Ordering::Acquire)
+    }
+
+    /// Whether another owner took the lease.
+    pub(super) fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+    }
+}
+
+/// A held lease and the timer task that renews it.
+pub(super) struct Lease {
+    session_id: String,
+    owner: String,
+    pub(super) signal: Arc<LeaseSignal>,
+    keeper: JoinHandle<()>,
+}
+
+impl Lease {
+    /// Takes the lease on `session_id` and starts renewing it; fails with
+    /// [`StoreError::Leased`] while another live engine holds it.
+    pub(super) async fn acquire(engine: &Engine, session_id: &str) -> Result<Self, EngineError> {
+        let owner = new_session_id();
+        engine
+            .store
+            .acquire_lease(session_id, &owner, engine.lease_ttl)
+            .await?;
+        let signal = Arc::new(LeaseSignal::default());
+        let keeper = tokio::spawn(renew(
+            Arc::clone(&engine.store),
+            session_id.to_owned(),
+            owner.clone(),
+            engine.lease_ttl,
+            engine.lease_renewal,
+            Arc::clone(&signal),
+        ));
+        Ok(Self {
+            session_id: session_id.to_owned(),
+            owner,
+            signal,
+            keeper,
+        })
+    }
+
+    /// Stops renewing and gives the lease up. A failed release only delays the
+    /// next owner until the lease expires, so it is not an error.
+    pub(super) async fn release(self, engine: &Engine) {
+        self.keeper.abort();
+        let _ = engine
+            .store
+            .release_lease(&self.session_id, &self.owner)
+            .await;
+    }
+}
+
+/// Renews the lease every `period`, waking the driver when the log holds events it
+/// did not write or the lease was lost. A failed renewal is retried next period.
+async fn renew(
+    store: Arc<dyn EventStore>,
+    session_id: String,
+    owner: String,
+    ttl: Duration,
+    period: Duration,
+    signal: Arc<LeaseSignal>,
+) {
+    loop {
+        tokio::time::sleep(period).await;
+        match store.renew_lease(&session_id, &owner, ttl).await {
+            Ok(last_seq) => {
+                if last_seq > signal.last_committed() {
+                    signal.wake.notify_one();
+                }
+            }
+            Err(StoreError::LeaseLost(_)) => {
+                signal.lost.store(true, Ordering::Release);
+                signal.wake.notify_one();
+                return;
+            }
+            Err(_) => {}
+        }
+    }
+}

@@ -1,0 +1,315 @@
+//! The `Engine`: drives a session by deciding, persisting and acting, in that
+//! order, until the session ends.
+//!
+//! Each turn of the driver loop ([`driver`]):
+//!
+//! 1. **Decide.** The strategy, a pure function of the folded state, names the next
+//!    effect: a model call, a dispatch of tool calls, strategy work, a finish.
+//! 2. **Guard.** Every [`Guard`](crate::Guard) — budgets, the wall time, the
+//!    completion gate, a user's own — may let it go on or name the event to record
+//!    instead; that is the one place a run is stopped.
+//! 3. **Persist, then act.** Events are committed before anything acts on them
+//!    ([`commit`]): the previous step's results (with fsync) before each model call,
+//!    so a tool result is durable before the model sees it; a turn's dispatches
+//!    before its tools run (with fsync if any tool is not idempotent, otherwise
+//!    without: they survive a killed process, and after a power cut the model is
+//!    simply asked again); a non-idempotent call's result the moment it returns,
+//!    and each piece of strategy work as it completes. A step of idempotent tools
+//!    therefore costs one fsync.
+//!
+//! The parts: [`model_step`] asks the model and records its response,
+//! [`tool_step`] dispatches and runs tool calls (and settles calls a crash left in
+//! flight), [`work_step`] runs strategy work concurrently, and [`lease`] keeps the
+//! session's lease: one engine drives a session at a time, and the lease keeper
+//! notices writes by others (a cancel, an approval); the driver then abandons what
+//! it is doing, reloads the log and decides again. A stale append is a conflict
+//! handled the same way, so no update is ever lost.
+
+mod commit;
+mod driver;
+mod lease;
+mod model_step;
+mod reports;
+mod tool_step;
+mod work_step;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::budget::{Budgets, WallTime};
+use crate::control::{ControlError, decide_approval};
+use crate::error::EngineError;
+use crate::event::{ApprovalDecision, EventKind};
+use crate::gate::{CompletionGate, FinishGate};
+use crate::guard::Guard;
+use crate::id::new_session_id;
+use crate::model::Model;
+use crate::result::RunResult;
+use crate::sink::EventSink;
+use crate::snapshot::{DEFAULT_SNAPSHOT_EVERY, load_state};
+use crate::state::SessionState;
+use crate::store::{Durability, EventStore, MemoryStore};
+use crate::strategy::ExecutionStrategy;
+use crate::tool::Toolbox;
+
+use self::driver::Driver;
+use self::lease::Lease;
+
+pub use self::tool_step::INTERRUPTED;
+
+/// How long a lease lasts without renewal.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(15);
+
+/// How often a held lease is renewed (and the log checked for writes by others).
+pub const DEFAULT_LEASE_RENEWAL: Duration = Duration::from_secs(1);
+
+/// Drives sessions: one model, one strategy, a toolbox, a store, sinks and guards.
+pub struct Engine {
+    model: Arc<dyn Model>,
+    strategy: Arc<dyn ExecutionStrategy>,
+    tools: Toolbox,
+    store: Arc<dyn EventStore>,
+    sinks: Vec<Arc<dyn EventSink>>,
+    guards: Vec<Arc<dyn Guard>>,
+    workspace: Arc<Path>,
+    max_output_tokens: Option<u32>,
+    lease_ttl: Duration,
+    lease_renewal: Duration,
+    snapshot_every: Option<u64>,
+}
+
+/// Builds an [`Engine`]; every setting but the model and strategy has a default.
+pub struct EngineBuilder {
+    engine: Engine,
+    budgets: Budgets,
+    guards: Vec<Arc<dyn Guard>>,
+    gate: Option<Arc<dyn CompletionGate>>,
+}
+
+impl EngineBuilder {
+    /// The tools the model may call (default: none).
+    pub fn tools(mut self, tools: Toolbox) -> Self {
+        self.engine.tools = tools;
+        self
+    }
+
+    /// Where events are committed (default: a fresh [`MemoryStore`]).
+    pub fn store(mut self, store: Arc<dyn EventStore>) -> Self {
+        self.engine.store = store;
+        self
+    }
+
+    /// Adds an observer of committed events.
+    pub fn sink(mut self, sink: Arc<dyn EventSink>) -> Self {
+        self.engine.sinks.push(sink);
+        self
+    }
+
+    /// The limits of each session (default: [`Budgets::default`]); its `timeout`
+    /// becomes the [`WallTime`] guard.
+    pub fn budgets(mut self, budgets: Budgets) -> Self {
+        self.budgets = budgets;
+        self
+    }
+
+    /// Adds a guard, asked after the budgets and the wall time and before the
+    /// completion gate, in the order guards are added.
+    pub fn guard(mut self, guard: Arc<dyn Guard>) -> Self {
+        self.guards.push(guard);
+        self
+    }
+
+    /// Root of every file-touching tool (default: the current directory).
+    pub fn workspace(mut self, workspace: impl Into<PathBuf>) -> Self {
+        self.engine.workspace = Arc::from(workspace.into());
+        self
+    }
+
+    /// Per-request output token cap sent to the model (default: none).
+    pub fn max_output_tokens(mut self, max: Option<u32>) -> Self {
+        self.engine.max_output_tokens = max;
+        self
+    }
+
+    /// Lease duration and renewal period (defaults: [`DEFAULT_LEASE_TTL`],
+    /// [`DEFAULT_LEASE_RENEWAL`]). The renewal period is also how quickly a cancel
+    /// from another process is noticed.
+    pub fn lease(mut self, ttl: Duration, renewal: Duration) -> Self {
+        self.engine.lease_ttl = ttl;
+        self.engine.lease_renewal = renewal;
+        self
+    }
+
+    /// Snapshot the folded state every `every` events (default
+    /// [`DEFAULT_SNAPSHOT_EVERY`]); `None` turns snapshots off. Snapshots only speed
+    /// up loading: results are the same with or without them.
+    pub fn snapshot_every(mut self, every: Option<u64>) -> Self {
+        self.engine.snapshot_every = every.filter(|every| *every > 0);
+        self
+    }
+
+    /// A gate every finish must pass; a refusal becomes feedback and the run goes
+    /// on. It is the last guard asked.
+    pub fn completion_gate(mut self, gate: Arc<dyn CompletionGate>) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// The finished engine. Its guards, in the order they are asked: the
+    /// budgets, the wall time (if the budgets set one), the added guards, the
+    /// completion gate (if any).
+    pub fn build(self) -> Engine {
+        let mut guards: Vec<Arc<dyn Guard>> = Vec::with_capacity(self.guards.len() + 3);
+        if let Some(timeout) = self.budgets.timeout {
+            guards.push(Arc::new(WallTime(timeout)));
+        }
+        guards.insert(0, Arc::new(self.budgets));
+        guards.extend(self.guards);
+        if let Some(gate) = self.gate {
+            guards.push(Arc::new(FinishGate(gate)));
+        }
+        Engine {
+            guards,
+            ..self.engine
+        }
+    }
+}
+
+impl Engine {
+    /// Starts building an engine around a model and a strategy.
+    pub fn builder(model: Arc<dyn Model>, strategy: Arc<dyn ExecutionStrategy>) -> EngineBuilder {
+        EngineBuilder {
+            engine: Engine {
+                model,
+                strategy,
+                tools: Toolbox::new(),
+                store: Arc::new(MemoryStore::new()),
+                sinks: Vec::new(),
+                guards: Vec::new(),
+                workspace: Arc::from(PathBuf::from(".")),
+                max_output_tokens: None,
+                lease_ttl: DEFAULT_LEASE_TTL,
+                lease_renewal: DEFAULT_LEASE_RENEWAL,
+                snapshot_every: Some(DEFAULT_SNAPSHOT_EVERY),
+            },
+            budgets: Budgets::default(),
+            guards: Vec::new(),
+            gate: None,
+        }
+    }
+
+    /// The name of this engine's strategy.
+    pub fn strategy_name(&self) -> &str {
+        self.strategy.name()
+    }
+
+    /// The store this engine commits to.
+    pub fn store(&self) -> &Arc<dyn EventStore> {
+        &self.store
+    }
+
+    /// Starts a new session for `task` and drives it until it ends.
+    ///
+    /// `config` is recorded in the first event for later resumes.
+    pub async fn run(
+        &self,
+        task: impl Into<String>,
+        config: Value,
+    ) -> Result<RunResult, EngineError> {
+        let session_id = new_session_id();
+        let lease = Lease::acquire(self, &session_id).await?;
+        let mut driver = Driver::new(self, SessionState::new(session_id.clone()), &lease);
+        let outcome = match driver.record(EventKind::SessionStarted {
+            task: task.into(),
+            strategy: self.strategy.name().to_owned(),
+            config,
+        }) {
+            // Nothing has been acted on yet, so the start need not survive a power
+            // cut on its own: the first result's commit makes it durable.
+            Ok(()) => match driver.flush(Durability::Process).await {
+                Ok(_) => driver.drive().await,
+                Err(err) => Err(err),
+            },
+            Err(err) => Err(err),
+        };
+        lease.release(self).await;
+        outcome
+    }
+
+    /// Continues a stored session from where its log ends.
+    ///
+    /// Fails with [`StoreError::Leased`](crate::StoreError::Leased) at once while
+    /// another live engine drives it. A call dispatched but not completed is re-run
+    /// when its tool is idempotent; otherwise it gets the error observation
+    /// [`INTERRUPTED`]. A session that already ended returns its stored result
+    /// unchanged.
+    pub async fn resume(&self, session_id: &str) -> Result<RunResult, EngineError> {
+        let lease = Lease::acquire(self, session_id).await?;
+        let outcome = self.resume_leased(session_id, &lease).await;
+        lease.release(self).await;
+        outcome
+    }
+
+    async fn resume_leased(
+        &self,
+        session_id: &str,
+        lease: &Lease,
+    ) -> Result<RunResult, EngineError> {
+        let state = load_state(self.store.as_ref(), session_id).await?;
+        if let Some(result) = state.run_result().or_else(|| state.awaiting_result()) {
+            return Ok(result);
+        }
+        if let Err(reason) = self.strategy.check_resume(&state) {
+            return Err(EngineError::ResumeRefused {
+                session_id: session_id.to_owned(),
+                reason,
+            });
+        }
+        if state.strategy() != self.strategy.name() {
+            return Err(EngineError::StrategyMismatch {
+                session_id: session_id.to_owned(),
+                recorded: state.strategy().to_owned(),
+                engine: self.strategy.name().to_owned(),
+            });
+        }
+        let mut driver = Driver::new(self, state, lease);
+        driver.record(EventKind::Resumed {
+            reason: "resume".into(),
+        })?;
+        driver.recover_before_next_decision();
+        driver.drive().await
+    }
+
+    /// Approves the calls of a session that wait for a decision — `call_id` alone,
+    /// or all of them — optionally with edited arguments (checked against the
+    /// tool's schema when the call runs). Returns the decided call ids; resume the
+    /// session to run them.
+    pub async fn approve(
+        &self,
+        session_id: &str,
+        call_id: Option<&str>,
+        arguments: Option<Value>,
+        by: &str,
+    ) -> Result<Vec<String>, ControlError> {
+        let decision = ApprovalDecision::Approved { arguments };
+        decide_approval(self.store.as_ref(), session_id, call_id, decision, by).await
+    }
+
+    /// Denies the calls of a session that wait for a decision; the model receives
+    /// `reason` as an error observation. Returns the decided call ids.
+    pub async fn deny(
+        &self,
+        session_id: &str,
+        call_id: Option<&str>,
+        reason: &str,
+        by: &str,
+    ) -> Result<Vec<String>, ControlError> {
+        let decision = ApprovalDecision::Denied {
+            reason: reason.to_owned(),
+        };
+        decide_approval(self.store.as_ref(), session_id, call_id, decision, by).await
+    }
+}

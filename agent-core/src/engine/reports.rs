@@ -1,0 +1,73 @@
+//! What layers report while the engine waits for a model or a tool: retries and
+//! circuit-breaker changes, kept as events and recorded when the call returns.
+
+use std::sync::{Arc, Mutex};
+
+use crate::event::EventKind;
+use crate::layer::{CircuitState, LayerObserver, RetryNotice};
+
+/// The events layers reported during one wait.
+#[derive(Debug, Default)]
+pub(super) struct Reports(Mutex<Vec<EventKind>>);
+
+impl Reports {
+    fn push(&self, event: EventKind) {
+        if let Ok(mut reports) = self.0.lock() {
+            reports.push(event);
+        }
+    }
+
+    /// Everything reported so far, oldest first.
+    pub(super) fn take(&self) -> Vec<EventKind> {
+        self.0
+            .lock()
+            .map(|mut reports| std::mem::take(&mut *reports))
+            .unwrap_or_default()
+    }
+}
+
+fn millis(notice: &RetryNotice) -> u64 {
+    u64::try_from(notice.delay.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The observer of one model call.
+pub(super) struct ModelReports(pub(super) Arc<Reports>);
+
+impl LayerObserver for ModelReports {
+    fn retrying(&self, notice: RetryNotice) {
+        self.0.push(EventKind::ModelRetried {
+            attempt: notice.attempt,
+            delay_ms: millis(&notice),
+            error: notice.error,
+        });
+    }
+
+    fn circuit_changed(&self, _target: &str, _state: CircuitState) {}
+}
+
+/// The observer of one tool call, naming it in every report.
+pub(super) struct CallReports {
+    pub(super) call_id: String,
+    pub(super) tool_name: String,
+    pub(super) reports: Arc<Reports>,
+}
+
+impl LayerObserver for CallReports {
+    fn retrying(&self, notice: RetryNotice) {
+        self.reports.push(EventKind::ActionAttemptFailed {
+            call_id: self.call_id.clone(),
+            tool_name: self.tool_name.clone(),
+            attempt: notice.attempt,
+            delay_ms: millis(&notice),
+            error: notice.error,
+            retryable: true,
+        });
+    }
+
+    fn circuit_changed(&self, target: &str, state: CircuitState) {
+        self.reports.push(EventKind::CircuitChanged {
+            tool_name: target.to_owned(),
+            state,
+        });
+    }
+}

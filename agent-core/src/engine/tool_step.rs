@@ -1,0 +1,179 @@
+//! The tool step: guard a turn's calls, record and commit their dispatch, run them
+//! concurrently (bounded), and record each result as it arrives — committed at
+//! once when its tool is not idempotent, so a finished side effect is never run
+//! twice. After a crash, calls left in flight are re-run when idempotent and
+//! otherwise completed with [`INTERRUPTED`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::task::JoinSet;
+
+use super::driver::{Driver, internal_failure, panic_message};
+use super::reports::{CallReports, Reports};
+use crate::cancel::Cancellation;
+use crate::error::EngineError;
+use crate::event::EventKind;
+use crate::guard::Checkpoint;
+use crate::state::Status;
+use crate::store::Durability;
+use crate::tool::{Tool, ToolContext, ToolError};
+use crate::types::{Observation, ToolCall};
+
+/// The observation a non-idempotent call gets when a crash left its outcome unknown.
+pub const INTERRUPTED: &str = "interrupted: outcome unknown";
+
+impl Driver<'_> {
+    fn tool(&self, call: &ToolCall) -> Option<Arc<dyn Tool>> {
+        self.engine.tools.get(&call.tool_name).cloned()
+    }
+
+    /// Whether running `call` twice is harmless; a call of an unknown tool has no effect.
+    fn is_idempotent(&self, call: &ToolCall) -> bool {
+        self.tool(call).is_none_or(|tool| tool.spec().idempotent)
+    }
+
+    pub(super) async fn dispatch(&mut self, calls: Vec<ToolCall>) -> Result<(), EngineError> {
+        if calls.is_empty() {
+            return self.record(internal_failure(format!(
+                "strategy `{}` asked to dispatch no calls",
+                self.engine.strategy.name()
+            )));
+        }
+        if !self.guarded(Checkpoint::Dispatch(&calls)).await? {
+            return Ok(());
+        }
+        for call in &calls {
+            self.record(EventKind::ActionDispatched { call: call.clone() })?;
+        }
+        if self.state.status() != Status::ActionExecuting {
+            return Ok(());
+        }
+        let durability = if calls.iter().all(|call| self.is_idempotent(call)) {
+            Durability::Process
+        } else {
+            Durability::Full
+        };
+        if !self.flush(durability).await? {
+            return Ok(());
+        }
+        self.execute(calls).await
+    }
+
+    /// After a crash: re-runs in-flight idempotent calls, and reports the others as
+    /// interrupted.
+    pub(super) async fn recover_in_flight(&mut self) -> Result<(), EngineError> {
+        let mut rerun = Vec::new();
+        for call in self.state.in_flight_calls() {
+            if self.tool(&call).is_some() && self.is_idempotent(&call) {
+                rerun.push(call);
+            } else {
+                self.record(EventKind::ActionCompleted {
+                    observation: Observation::error(&call, INTERRUPTED),
+                })?;
+            }
+        }
+        if rerun.is_empty() {
+            return Ok(());
+        }
+        self.execute(rerun).await
+    }
+
+    /// Runs dispatched calls concurrently and records each result as it arrives.
+    async fn execute(&mut self, calls: Vec<ToolCall>) -> Result<(), EngineError> {
+        let mut running = JoinSet::new();
+        let mut calls_by_task = HashMap::new();
+        let reports = Arc::new(Reports::default());
+        let cancel = Cancellation::new();
+        for call in calls {
+            let Some(tool) = self.tool(&call) else {
+                let message = self.unknown_tool_message(&call.tool_name);
+                self.record(EventKind::ActionCompleted {
+                    observation: Observation::error(&call, message),
+                })?;
+                continue;
+            };
+            let ctx = ToolContext {
+                session_id: self.state.session_id().to_owned(),
+                call_id: call.id.clone(),
+                attempt: 1,
+                workspace: Arc::clone(&self.engine.workspace),
+                observer: Arc::new(CallReports {
+                    call_id: call.id.clone(),
+                    tool_name: call.tool_name.clone(),
+                    reports: Arc::clone(&reports),
+                }),
+                cancel: cancel.clone(),
+            };
+            let arguments = call.arguments.clone();
+            let handle = running.spawn(async move { tool.call(arguments, &ctx).await });
+            calls_by_task.insert(handle.id(), call);
+        }
+        while !running.is_empty() {
+            let joined = self.bounds.wait(running.join_next_with_id()).await;
+            let Some(joined) = self.settle(joined).await? else {
+                cancel.cancel();
+                return Ok(());
+            };
+            let Some(joined) = joined else {
+                break;
+            };
+            let (task_id, outcome) = match joined {
+                Ok((task_id, outcome)) => (task_id, Ok(outcome)),
+                Err(err) => (err.id(), Err(err)),
+            };
+            let Some(call) = calls_by_task.remove(&task_id) else {
+                continue;
+            };
+            for report in reports.take() {
+                self.record(report)?;
+            }
+            let kind = match outcome {
+                Ok(Ok(output)) => EventKind::ActionCompleted {
+                    observation: Observation::success(&call, output.content),
+                },
+                Ok(Err(ToolError::InvalidArguments(message))) => EventKind::ActionCompleted {
+                    observation: Observation::error(
+                        &call,
+                        format!("invalid arguments for `{}`: {message}", call.tool_name),
+                    ),
+                },
+                Ok(Err(ToolError::Failed { message, .. })) => EventKind::ActionCompleted {
+                    observation: Observation::error(&call, message),
+                },
+                Ok(Err(ToolError::Internal(message))) => internal_failure(format!(
+                    "tool `{}` failed unexpectedly on call `{}`: {message}",
+                    call.tool_name, call.id
+                )),
+                Err(join_error) => internal_failure(format!(
+                    "tool `{}` panicked on call `{}`: {}",
+                    call.tool_name,
+                    call.id,
+                    panic_message(join_error)
+                )),
+            };
+            self.record(kind)?;
+            if self.state.status().is_terminal() {
+                cancel.cancel();
+                return Ok(());
+            }
+            if !self.is_idempotent(&call) && !self.flush(Durability::Full).await? {
+                cancel.cancel();
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    fn unknown_tool_message(&self, name: &str) -> String {
+        let available: Vec<&str> = self.engine.tools.names().collect();
+        if available.is_empty() {
+            format!("unknown tool `{name}`: no tools are available in this session")
+        } else {
+            format!(
+                "unknown tool `{name}`: available tools are {}",
+                available.join(", ")
+            )
+        }
+    }
+}

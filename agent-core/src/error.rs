@@ -1,0 +1,42 @@
+//! `EngineError`: why the engine could not drive a session at all. Failures of
+//! models, tools and strategies are not engine errors: they end the run with an
+//! exit reason recorded in the log.
+
+use crate::sink::SinkError;
+use crate::state::StateError;
+use crate::store::StoreError;
+
+/// Why the engine could not drive a session.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The store failed or another writer won a conflict; nothing uncommitted was acted on.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A sink could not record a committed event.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    /// The stored log cannot be folded.
+    #[error("the session log is inconsistent: {0}")]
+    State(#[from] StateError),
+    /// The strategy refused to continue the stored session; nothing was written.
+    #[error("session `{session_id}` cannot be resumed: {reason}")]
+    ResumeRefused {
+        /// The session.
+        session_id: String,
+        /// Why.
+        reason: String,
+    },
+    /// The session was started with another strategy; resuming it with this one
+    /// could drop what the original enforced (an approval policy, a graph).
+    #[error(
+        "session `{session_id}` was started with strategy `{recorded}`, but this engine runs `{engine}`; resume it with the same strategy"
+    )]
+    StrategyMismatch {
+        /// The session.
+        session_id: String,
+        /// Its strategy.
+        recorded: String,
+        /// This engine's strategy.
+        engine: String,
+    },
+}

@@ -1,0 +1,320 @@
+//! `SessionState`: the fold of a session's events, and the status machine that
+//! decides which event may follow which. `apply` is the one place state changes;
+//! [`transition`] holds one arm per event kind that checks the event and then
+//! changes the state.
+
+mod error;
+mod status;
+mod transition;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::event::{ApprovalDecision, Event};
+use crate::history::HistoryItem;
+use crate::result::{BudgetKind, ExitReason, RunResult, RunUsage};
+use crate::types::{Observation, PlanStep, ToolCall};
+
+pub use self::error::StateError;
+pub use self::status::{PublicStatus, Status, UnknownStatus};
+
+/// One call of the current tool turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct TurnCall {
+    call: ToolCall,
+    dispatched: bool,
+    observation: Option<Observation>,
+    /// Whether the call waits (or waited) for a human decision.
+    #[serde(default)]
+    needs_decision: bool,
+    #[serde(default)]
+    decision: Option<ApprovalDecision>,
+}
+
+/// State a strategy recorded, with where the session stood when it did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StrategyRecord {
+    /// The strategy that wrote it.
+    pub strategy: String,
+    /// What it records.
+    pub name: String,
+    /// The record.
+    pub data: Value,
+    /// Length of the history when it was recorded.
+    pub history_len: usize,
+    /// Steps used when it was recorded.
+    pub steps_used: u32,
+}
+
+impl StrategyRecord {
+    /// The field `name` of the record's data, if it is there.
+    pub fn field(&self, name: &str) -> Option<&Value> {
+        self.data.get(name)
+    }
+
+    /// The text in field `name` of the record's data (empty when absent).
+    pub fn text(&self, name: &str) -> &str {
+        self.field(name).and_then(Value::as_str).unwrap_or_default()
+    }
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Outcome {
+    exit_reason: ExitReason,
+    answer: Option<String>,
+    budget: Option<BudgetKind>,
+    error: Option<String>,
+}
+
+/// The state of one session: a pure fold of its events. It serialises to JSON so
+/// that a snapshot can stand in for the events it folds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionState {
+    session_id: String,
+    task: String,
+    strategy: String,
+    config: Value,
+    status: Status,
+    last_seq: u64,
+    created_at: u64,
+    updated_at: u64,
+    steps_used: u32,
+    usage: RunUsage,
+    calls_per_tool: BTreeMap<String, u64>,
+    history: Arc<Vec<HistoryItem>>,
+    turn: Vec<TurnCall>,
+    proposed_finish: Option<String>,
+    #[serde(default)]
+    proposed_plan: Option<Vec<PlanStep>>,
+    #[serde(default)]
+    records: Vec<StrategyRecord>,
+    last_output_rejected: bool,
+    outcome: Option<Outcome>,
+}
+
+impl SessionState {
+    /// The state of a session with no events yet.
+    pub fn new(session_id: impl Into<String>) -> Self {
+        Self {
+            session_id: session_id.into(),
+            task: String::new(),
+            strategy: String::new(),
+            config: Value::Null,
+            status: Status::New,
+            last_seq: 0,
+            created_at: 0,
+            updated_at: 0,
+            steps_used: 0,
+            usage: RunUsage::default(),
+            calls_per_tool: BTreeMap::new(),
+            history: Arc::new(Vec::new()),
+            turn: Vec::new(),
+            proposed_finish: None,
+            proposed_plan: None,
+            records: Vec::new(),
+            last_output_rejected: false,
+            outcome: None,
+        }
+    }
+
+    /// Folds a whole log.
+    pub fn from_events<'a>(
+        session_id: impl Into<String>,
+        events: impl IntoIterator<Item = &'a Event>,
+    ) -> Result<Self, StateError> {
+        let mut state = Self::new(session_id);
+        for event in events {
+            state.apply(event)?;
+        }
+        Ok(state)
+    }
+
+    /// Applies one event, or rejects it and leaves the state unchanged.
+    pub fn apply(&mut self, event: &Event) -> Result<(), StateError> {
+        if event.session_id != self.session_id {
+            return Err(StateError::WrongSession {
+                expected: self.session_id.clone(),
+                got: event.session_id.clone(),
+            });
+        }
+        if event.seq != self.last_seq + 1 {
+            return Err(StateError::OutOfOrder {
+                last: self.last_seq,
+                got: event.seq,
+            });
+        }
+        self.transition(&event.kind)?;
+        self.last_seq = event.seq;
+        if event.seq == 1 {
+            self.created_at = event.at;
+        }
+        self.updated_at = event.at;
+        Ok(())
+    }
+
+    /// The session's id.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The task text.
+    pub fn task(&self) -> &str {
+        &self.task
+    }
+
+    /// The strategy name recorded at start.
+    pub fn strategy(&self) -> &str {
+        &self.strategy
+    }
+
+    /// The configuration recorded at start.
+    pub fn config(&self) -> &Value {
+        &self.config
+    }
+
+    /// The current internal status.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    /// Seq of the last applied event (0 when none).
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// Time of the first event, in Unix milliseconds.
+    pub fn created_at(&self) -> u64 {
+        self.created_at
+    }
+
+    /// Time of the last event, in Unix milliseconds.
+    pub fn updated_at(&self) -> u64 {
+        self.updated_at
+    }
+
+    /// Model responses so far, valid or not.
+    pub fn steps_used(&self) -> u32 {
+        self.steps_used
+    }
+
+    /// Session totals.
+    pub fn usage(&self) -> RunUsage {
+        self.usage
+    }
+
+    /// Calls dispatched to `tool` so far.
+    pub fn calls_of(&self, tool: &str) -> u64 {
+        self.calls_per_tool.get(tool).copied().unwrap_or(0)
+    }
+
+    /// What the model has seen so far, in order.
+    pub fn history(&self) -> &[HistoryItem] {
+        &self.history
+    }
+
+    /// The history, shared: a model request holds it without copying it.
+    pub fn shared_history(&self) -> Arc<Vec<HistoryItem>> {
+        Arc::clone(&self.history)
+    }
+
+    /// Calls of the current turn that are not dispatched yet and have no result
+    /// (a denied call has its result), in proposal order.
+    pub fn undispatched_calls(&self) -> Vec<ToolCall> {
+        self.turn
+            .iter()
+            .filter(|p| !p.dispatched && p.observation.is_none())
+            .map(|p| p.call.clone())
+            .collect()
+    }
+
+    /// Calls dispatched but without a result, in proposal order.
+    pub fn in_flight_calls(&self) -> Vec<ToolCall> {
+        self.turn
+            .iter()
+            .filter(|p| p.dispatched && p.observation.is_none())
+            .map(|p| p.call.clone())
+            .collect()
+    }
+
+    /// Whether `call_id` names a call of this session's past or current turns.
+    pub fn knows_call(&self, call_id: &str) -> bool {
+        self.turn.iter().any(|p| p.call.id == call_id)
+            || self.history.iter().any(|item| match item {
+                HistoryItem::ToolCalls { calls, .. } => calls.iter().any(|c| c.id == call_id),
+                _ => false,
+            })
+    }
+
+    /// The answer of a finish the model proposed in the current step, if any.
+    pub fn proposed_finish(&self) -> Option<&str> {
+        self.proposed_finish.as_deref()
+    }
+
+    /// The plan the model proposed in the current step, if any.
+    pub fn proposed_plan(&self) -> Option<&[PlanStep]> {
+        self.proposed_plan.as_deref()
+    }
+
+    /// Everything strategies recorded, in log order.
+    pub fn records(&self) -> &[StrategyRecord] {
+        &self.records
+    }
+
+    /// Calls of the current turn that need a decision and have none, in proposal order.
+    pub fn undecided_calls(&self) -> Vec<ToolCall> {
+        self.turn
+            .iter()
+            .filter(|p| p.needs_decision && p.decision.is_none())
+            .map(|p| p.call.clone())
+            .collect()
+    }
+
+    /// Whether a call of the current turn has been decided (approved or denied).
+    pub fn is_decided(&self, call_id: &str) -> bool {
+        self.turn
+            .iter()
+            .any(|p| p.call.id == call_id && p.decision.is_some())
+    }
+
+    /// The result to report while calls wait for approval; `None` otherwise.
+    pub fn awaiting_result(&self) -> Option<RunResult> {
+        let pending = self.undecided_calls();
+        (self.status == Status::AwaitingApproval && !pending.is_empty()).then(|| RunResult {
+            session_id: self.session_id.clone(),
+            exit_reason: ExitReason::AwaitingApproval,
+            answer: None,
+            steps_used: self.steps_used,
+            usage: self.usage,
+            budget: None,
+            error: None,
+            pending,
+        })
+    }
+
+    /// Whether the last model output was rejected.
+    pub fn last_output_rejected(&self) -> bool {
+        self.last_output_rejected
+    }
+
+    /// The result of an ended session; `None` while it runs.
+    pub fn run_result(&self) -> Option<RunResult> {
+        let outcome = self.outcome.as_ref()?;
+        Some(RunResult {
+            session_id: self.session_id.clone(),
+            exit_reason: outcome.exit_reason,
+            answer: outcome.answer.clone(),
+            steps_used: self.steps_used,
+            usage: self.usage,
+            budget: outcome.budget.clone(),
+            error: outcome.error.clone(),
+            pending: Vec::new(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,174 @@
+use serde_json::json;
+
+use super::*;
+use crate::event::EventKind;
+use crate::types::{Action, Finish, Usage};
+
+fn event(seq: u64, kind: EventKind) -> Event {
+    Event::new("s1", seq, kind)
+}
+
+fn started() -> EventKind {
+    EventKind::SessionStarted {
+        task: "t".into(),
+        strategy: "react".into(),
+        config: json!({}),
+    }
+}
+
+fn call(id: &str) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        tool_name: "calculator".into(),
+        arguments: json!({}),
+    }
+}
+
+fn responded(actions: Vec<Action>) -> EventKind {
+    EventKind::ModelResponded {
+        actions,
+        usage: Usage {
+            input_tokens: 3,
+            output_tokens: 2,
+        },
+        text: None,
+    }
+}
+
+fn apply_all(kinds: Vec<EventKind>) -> Result<SessionState, StateError> {
+    let events: Vec<Event> = kinds
+        .into_iter()
+        .enumerate()
+        .map(|(i, kind)| event(i as u64 + 1, kind))
+        .collect();
+    SessionState::from_events("s1", &events)
+}
+
+#[test]
+fn a_tool_turn_then_a_finish_walks_the_status_machine() {
+    let state = apply_all(vec![
+        started(),
+        EventKind::ModelRequested { step: 1 },
+        responded(vec![
+            Action::ToolCall(call("a")),
+            Action::ToolCall(call("b")),
+        ]),
+        EventKind::ActionDispatched { call: call("a") },
+        EventKind::ActionDispatched { call: call("b") },
+        EventKind::ActionCompleted {
+            observation: Observation::success(&call("b"), "2"),
+        },
+        EventKind::ActionCompleted {
+            observation: Observation::success(&call("a"), "1"),
+        },
+        EventKind::ModelRequested { step: 2 },
+        responded(vec![Action::Finish(Finish {
+            answer: "done".into(),
+        })]),
+        EventKind::Finished {
+            answer: "done".into(),
+        },
+    ])
+    .unwrap();
+    assert_eq!(state.status(), Status::Finished);
+    assert_eq!(state.steps_used(), 2);
+    assert_eq!(state.usage().tool_calls, 2);
+    assert_eq!(state.usage().input_tokens, 6);
+    let contents: Vec<&str> = state
+        .history()
+        .iter()
+        .filter_map(|item| match item {
+            HistoryItem::Observation { observation } => Some(observation.content.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(contents, ["1", "2"], "observations keep proposal order");
+    let result = state.run_result().unwrap();
+    assert_eq!(result.answer.as_deref(), Some("done"));
+}
+
+#[test]
+fn an_illegal_event_names_the_event_and_the_status_and_changes_nothing() {
+    let mut state = apply_all(vec![started()]).unwrap();
+    let before = state.clone();
+    let err = state
+        .apply(&event(2, EventKind::Finished { answer: "x".into() }))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "event `finished` is not allowed in status `idle`"
+    );
+    assert_eq!(state, before);
+}
+
+#[test]
+fn gaps_other_sessions_and_unknown_calls_are_rejected() {
+    let mut state = apply_all(vec![started()]).unwrap();
+    assert!(matches!(
+        state.apply(&event(3, EventKind::ModelRequested { step: 1 })),
+        Err(StateError::OutOfOrder { last: 1, got: 3 })
+    ));
+    let foreign = Event::new("other", 2, EventKind::ModelRequested { step: 1 });
+    assert!(matches!(
+        state.apply(&foreign),
+        Err(StateError::WrongSession { .. })
+    ));
+    let mut state = apply_all(vec![
+        started(),
+        EventKind::ModelRequested { step: 1 },
+        responded(vec![Action::ToolCall(call("a"))]),
+    ])
+    .unwrap();
+    assert!(matches!(
+        state.apply(&event(4, EventKind::ActionDispatched { call: call("zz") })),
+        Err(StateError::UnexpectedCall { .. })
+    ));
+}
+
+#[test]
+fn nothing_follows_a_terminal_event() {
+    let mut state = apply_all(vec![
+        started(),
+        EventKind::Failed {
+            exit_reason: ExitReason::MaxStepsExceeded,
+            budget: None,
+            error: None,
+        },
+    ])
+    .unwrap();
+    assert_eq!(state.status().public(), PublicStatus::Failed);
+    assert!(matches!(
+        state.apply(&event(
+            3,
+            EventKind::Failed {
+                exit_reason: ExitReason::Cancelled,
+                budget: None,
+                error: None
+            }
+        )),
+        Err(StateError::IllegalTransition { .. })
+    ));
+}
+
+#[test]
+fn rejected_output_becomes_feedback_and_counts_as_a_step() {
+    let state = apply_all(vec![
+        started(),
+        EventKind::ModelRequested { step: 1 },
+        EventKind::ModelOutputRejected {
+            raw: "nope".into(),
+            error: "not JSON".into(),
+            usage: Usage::default(),
+        },
+    ])
+    .unwrap();
+    assert_eq!(state.status(), Status::Observing);
+    assert_eq!(state.steps_used(), 1);
+    assert!(state.last_output_rejected());
+    assert_eq!(
+        state.history(),
+        [HistoryItem::Feedback {
+            message: "not JSON".into()
+        }]
+    );
+}

@@ -1,0 +1,344 @@
+//! One arm per event kind: each checks that the event may follow in the current
+//! status (returning the error and changing nothing when it may not), then
+//! changes the state.
+
+use std::sync::Arc;
+
+use super::{Outcome, SessionState, StateError, Status, StrategyRecord, TurnCall};
+use crate::event::{ApprovalDecision, EventKind};
+use crate::history::HistoryItem;
+use crate::result::ExitReason;
+use crate::types::{Action, Observation, ToolCall, Usage};
+
+impl SessionState {
+    /// Checks `kind` against the current status and applies it; on error nothing
+    /// has changed.
+    pub(super) fn transition(&mut self, kind: &EventKind) -> Result<(), StateError> {
+        let illegal = || StateError::IllegalTransition {
+            event: kind.name(),
+            status: self.status,
+        };
+        let require = |allowed: bool| if allowed { Ok(()) } else { Err(illegal()) };
+        let unexpected = |call_id: &str| StateError::UnexpectedCall {
+            event: kind.name(),
+            call_id: call_id.to_owned(),
+        };
+        match kind {
+            EventKind::SessionStarted {
+                task,
+                strategy,
+                config,
+            } => {
+                require(self.status == Status::New)?;
+                self.task.clone_from(task);
+                self.strategy.clone_from(strategy);
+                self.config = config.clone();
+                self.status = Status::Idle;
+            }
+            EventKind::ModelRequested { .. } => {
+                require(matches!(self.status, Status::Idle | Status::Observing))?;
+                self.status = Status::Thinking;
+                self.proposed_finish = None;
+                self.proposed_plan = None;
+            }
+            EventKind::ModelResponded {
+                actions,
+                usage,
+                text,
+            } => {
+                require(self.status == Status::Thinking)?;
+                self.count_response(*usage);
+                self.respond(actions, text.as_ref());
+            }
+            EventKind::ModelOutputRejected { error, usage, .. } => {
+                require(self.status == Status::Thinking)?;
+                self.count_response(*usage);
+                self.last_output_rejected = true;
+                self.feedback(error.clone());
+            }
+            EventKind::ModelRetried { .. } => require(self.status == Status::Thinking)?,
+            EventKind::ActionDispatched { call } => {
+                require(matches!(
+                    self.status,
+                    Status::ActionPending | Status::ActionExecuting
+                ))?;
+                let pending = self
+                    .turn
+                    .iter_mut()
+                    .find(|pending| {
+                        pending.call.id == call.id
+                            && !pending.dispatched
+                            && (!pending.needs_decision
+                                || matches!(
+                                    pending.decision,
+                                    Some(ApprovalDecision::Approved { .. })
+                                ))
+                    })
+                    .ok_or_else(|| unexpected(&call.id))?;
+                pending.dispatched = true;
+                self.usage.tool_calls += 1;
+                *self
+                    .calls_per_tool
+                    .entry(call.tool_name.clone())
+                    .or_default() += 1;
+                self.status = Status::ActionExecuting;
+            }
+            EventKind::ActionAttemptFailed { call_id, .. } => {
+                require(self.status == Status::ActionExecuting)?;
+                self.in_flight(call_id).ok_or_else(|| unexpected(call_id))?;
+            }
+            EventKind::CircuitChanged { .. } => require(self.status == Status::ActionExecuting)?,
+            EventKind::ActionCompleted { observation } => {
+                require(self.status == Status::ActionExecuting)?;
+                let pending = self
+                    .in_flight(&observation.call_id)
+                    .ok_or_else(|| unexpected(&observation.call_id))?;
+                pending.observation = Some(observation.clone());
+                self.close_turn_if_complete();
+            }
+            EventKind::ApprovalRequested { calls } => {
+                require(self.status == Status::ActionPending && !calls.is_empty())?;
+                if let Some(call) = calls.iter().find(|call| {
+                    !self
+                        .turn
+                        .iter()
+                        .any(|p| p.call.id == call.id && !p.dispatched && !p.needs_decision)
+                }) {
+                    return Err(unexpected(&call.id));
+                }
+                for pending in &mut self.turn {
+                    if calls.iter().any(|call| call.id == pending.call.id) {
+                        pending.needs_decision = true;
+                    }
+                }
+                self.status = Status::AwaitingApproval;
+            }
+            EventKind::ApprovalDecided {
+                call_id,
+                decision,
+                by,
+                remaining,
+                ..
+            } => {
+                require(self.status == Status::AwaitingApproval)?;
+                let waiting = self.undecided_calls();
+                if !waiting.iter().any(|call| &call.id == call_id) {
+                    return Err(unexpected(call_id));
+                }
+                require(*remaining as usize + 1 == waiting.len())?;
+                self.decide(call_id, decision, by);
+                if *remaining == 0 {
+                    self.status = Status::ActionPending;
+                    self.close_turn_if_complete();
+                }
+            }
+            EventKind::Strategy {
+                strategy,
+                name,
+                data,
+                usage,
+            } => {
+                require(matches!(
+                    self.status,
+                    Status::Idle | Status::Thinking | Status::Observing
+                ))?;
+                if let Some(usage) = usage {
+                    self.count_response(*usage);
+                    self.last_output_rejected = false;
+                }
+                self.records.push(StrategyRecord {
+                    strategy: strategy.clone(),
+                    name: name.clone(),
+                    data: data.clone(),
+                    history_len: self.history.len(),
+                    steps_used: self.steps_used,
+                });
+                if self.status == Status::Thinking {
+                    self.proposed_finish = None;
+                    self.proposed_plan = None;
+                    self.status = Status::Observing;
+                }
+            }
+            EventKind::ResponseRefused { reason } => {
+                require(
+                    self.status == Status::Thinking
+                        && (self.proposed_finish.is_some() || self.proposed_plan.is_some()),
+                )?;
+                self.proposed_finish = None;
+                self.proposed_plan = None;
+                self.feedback(reason.clone());
+            }
+            EventKind::FinishRejected {
+                reason, details, ..
+            } => {
+                require(self.status == Status::Thinking && self.proposed_finish.is_some())?;
+                self.proposed_finish = None;
+                self.feedback(format!("{reason}\n{details}").trim_end().to_owned());
+            }
+            EventKind::Finished { answer } => {
+                require(match self.status {
+                    Status::Thinking => self.proposed_finish.is_some(),
+                    Status::Idle | Status::Observing => !self.records.is_empty(),
+                    _ => false,
+                })?;
+                self.end(
+                    Status::Finished,
+                    Outcome {
+                        exit_reason: ExitReason::Finished,
+                        answer: Some(answer.clone()),
+                        budget: None,
+                        error: None,
+                    },
+                );
+            }
+            EventKind::Resumed { .. } | EventKind::Forked { .. } => self.require_open(illegal)?,
+            EventKind::Cancelled { reason } => {
+                self.require_open(illegal)?;
+                self.end(
+                    Status::Cancelled,
+                    Outcome {
+                        exit_reason: ExitReason::Cancelled,
+                        answer: None,
+                        budget: None,
+                        error: Some(reason.clone()),
+                    },
+                );
+            }
+            EventKind::Failed {
+                exit_reason,
+                budget,
+                error,
+            } => {
+                self.require_open(illegal)?;
+                self.end(
+                    Status::Error,
+                    Outcome {
+                        exit_reason: *exit_reason,
+                        answer: None,
+                        budget: budget.clone(),
+                        error: error.clone(),
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails unless the session has started and not ended.
+    fn require_open(&self, illegal: impl Fn() -> StateError) -> Result<(), StateError> {
+        if self.status.is_terminal() || self.status == Status::New {
+            Err(illegal())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The dispatched call `call_id` of this turn, if it has no result yet.
+    fn in_flight(&mut self, call_id: &str) -> Option<&mut TurnCall> {
+        self.turn
+            .iter_mut()
+            .find(|p| p.call.id == call_id && p.dispatched && p.observation.is_none())
+    }
+
+    /// A usable response: tool calls open a turn; otherwise it proposes a finish
+    /// or a plan for the strategy to accept.
+    fn respond(&mut self, actions: &[Action], text: Option<&String>) {
+        self.last_output_rejected = false;
+        let calls: Vec<ToolCall> = actions
+            .iter()
+            .filter_map(|action| match action {
+                Action::ToolCall(call) => Some(call.clone()),
+                _ => None,
+            })
+            .collect();
+        if calls.is_empty() {
+            self.proposed_finish = actions.iter().find_map(|action| match action {
+                Action::Finish(finish) => Some(finish.answer.clone()),
+                _ => None,
+            });
+            self.proposed_plan = actions.iter().find_map(|action| match action {
+                Action::Plan { steps } => Some(steps.clone()),
+                _ => None,
+            });
+            return;
+        }
+        Arc::make_mut(&mut self.history).push(HistoryItem::ToolCalls {
+            calls: calls.clone(),
+            text: text.cloned(),
+        });
+        self.turn = calls
+            .into_iter()
+            .map(|call| TurnCall {
+                call,
+                dispatched: false,
+                observation: None,
+                needs_decision: false,
+                decision: None,
+            })
+            .collect();
+        self.status = Status::ActionPending;
+    }
+
+    /// What the model is told about output the runtime could not use; the step is over.
+    fn feedback(&mut self, message: String) {
+        Arc::make_mut(&mut self.history).push(HistoryItem::Feedback { message });
+        self.status = Status::Observing;
+    }
+
+    /// Ends the session in `status` with `outcome`.
+    fn end(&mut self, status: Status, outcome: Outcome) {
+        self.outcome = Some(outcome);
+        self.status = status;
+    }
+
+    /// Moves a turn whose calls all have results into the history, in proposal order.
+    fn close_turn_if_complete(&mut self) {
+        if self.turn.iter().all(|p| p.observation.is_some()) {
+            let turn = std::mem::take(&mut self.turn);
+            Arc::make_mut(&mut self.history).extend(
+                turn.into_iter()
+                    .filter_map(|p| p.observation)
+                    .map(|observation| HistoryItem::Observation { observation }),
+            );
+            self.status = Status::Observing;
+        }
+    }
+
+    /// Applies a human decision to a waiting call: edited arguments replace the
+    /// proposed ones (in the history too), a denial becomes its error observation.
+    fn decide(&mut self, call_id: &str, decision: &ApprovalDecision, by: &str) {
+        let Some(pending) = self.turn.iter_mut().find(|p| p.call.id == call_id) else {
+            return;
+        };
+        pending.decision = Some(decision.clone());
+        match decision {
+            ApprovalDecision::Approved {
+                arguments: Some(arguments),
+            } => {
+                pending.call.arguments = arguments.clone();
+                if let Some(HistoryItem::ToolCalls { calls, .. }) = Arc::make_mut(&mut self.history)
+                    .iter_mut()
+                    .rev()
+                    .find(|item| matches!(item, HistoryItem::ToolCalls { .. }))
+                    && let Some(call) = calls.iter_mut().find(|call| call.id == call_id)
+                {
+                    call.arguments = arguments.clone();
+                }
+            }
+            ApprovalDecision::Approved { arguments: None } => {}
+            ApprovalDecision::Denied { reason } => {
+                pending.observation = Some(Observation::error(
+                    &pending.call,
+                    format!("denied by {by}: {reason}"),
+                ));
+            }
+        }
+    }
+
+    fn count_response(&mut self, usage: Usage) {
+        self.steps_used += 1;
+        self.usage.model_calls += 1;
+        self.usage.input_tokens += usage.input_tokens;
+        self.usage.output_tokens += usage.output_tokens;
+    }
+}

@@ -1,0 +1,188 @@
+//! The writer thread of an SQLite store: every write goes through it. It takes
+//! whatever jobs are waiting, commits the appends among them in one transaction
+//! (a savepoint per append, so one conflict does not abort the others) and
+//! acknowledges each caller only after that commit: group commit.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+
+use agent_core::store::support::started_task;
+use agent_core::{Durability, Event, PublicStatus, StoreError};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use tokio::sync::oneshot;
+
+/// Most appends committed in one transaction.
+const MAX_GROUP: usize = 512;
+
+/// Counters of what a store has committed, for benchmarks.
+#[derive(Debug, Default)]
+pub struct CommitStats {
+    pub(super) commits: AtomicU64,
+    durable_commits: AtomicU64,
+    appends: AtomicU64,
+}
+
+impl CommitStats {
+    /// Transactions committed.
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
+    }
+
+    /// Transactions committed with `synchronous=FULL` (one WAL fsync each).
+    pub fn durable_commits(&self) -> u64 {
+        self.durable_commits.load(Ordering::Relaxed)
+    }
+
+    /// Appends acknowledged.
+    pub fn appends(&self) -> u64 {
+        self.appends.load(Ordering::Relaxed)
+    }
+}
+
+/// An append waiting for the writer thread.
+pub(super) struct AppendJob {
+    pub(super) session_id: String,
+    pub(super) expected: u64,
+    pub(super) events: Vec<Event>,
+    pub(super) durability: Durability,
+    pub(super) reply: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// Work for the writer thread.
+pub(super) enum Job {
+    Append(AppendJob),
+    Run(Box<dyn FnOnce(&mut Connection) + Send>),
+}
+
+/// The writer thread: takes whatever jobs are waiting, commits the appends among
+/// them together, runs other jobs in order.
+pub(super) fn write_loop(mut conn: Connection, jobs: &mpsc::Receiver<Job>, stats: &CommitStats) {
+    while let Ok(first) = jobs.recv() {
+        let mut waiting = vec![first];
+        while waiting.len() < MAX_GROUP {
+            match jobs.try_recv() {
+                Ok(job) => waiting.push(job),
+                Err(_) => break,
+            }
+        }
+        let mut group = Vec::new();
+        for job in waiting {
+            match job {
+                Job::Append(append) => group.push(append),
+                Job::Run(work) => {
+                    commit_group(&mut conn, std::mem::take(&mut group), stats);
+                    work(&mut conn);
+                }
+            }
+        }
+        commit_group(&mut conn, group, stats);
+    }
+}
+
+fn commit_group(conn: &mut Connection, group: Vec<AppendJob>, stats: &CommitStats) {
+    if group.is_empty() {
+        return;
+    }
+    let durable = group.iter().any(|job| job.durability == Durability::Full);
+    match append_group(conn, &group, durable) {
+        Ok(results) => {
+            stats.commits.fetch_add(1, Ordering::Relaxed);
+            if durable {
+                stats.durable_commits.fetch_add(1, Ordering::Relaxed);
+            }
+            for (job, result) in group.into_iter().zip(results) {
+                if result.is_ok() {
+                    stats.appends.fetch_add(1, Ordering::Relaxed);
+                }
+                let _ = job.reply.send(result);
+            }
+        }
+        Err(err) => {
+            let message = format!("the commit failed and nothing was written: {err}");
+            for job in group {
+                let _ = job.reply.send(Err(StoreError::Backend(message.clone())));
+            }
+        }
+    }
+}
+
+/// Commits a group of appends in one transaction; each append is all or nothing.
+fn append_group(
+    conn: &mut Connection,
+    group: &[AppendJob],
+    durable: bool,
+) -> Result<Vec<Result<(), StoreError>>, rusqlite::Error> {
+    conn.pragma_update(None, "synchronous", if durable { "FULL" } else { "NORMAL" })?;
+    let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut results = Vec::with_capacity(group.len());
+    for job in group {
+        let savepoint = tx.savepoint()?;
+        match append_one(&savepoint, job)? {
+            Ok(()) => {
+                savepoint.commit()?;
+                results.push(Ok(()));
+            }
+            Err(conflict) => results.push(Err(conflict)),
+        }
+    }
+    tx.commit()?;
+    Ok(results)
+}
+
+/// One append inside the group's transaction: `Ok(Err(_))` is a conflict, whose
+/// savepoint the caller rolls back.
+fn append_one(
+    conn: &Connection,
+    job: &AppendJob,
+) -> Result<Result<(), StoreError>, rusqlite::Error> {
+    let actual: u64 = conn
+        .prepare_cached("SELECT last_seq FROM sessions WHERE session_id = ?1")?
+        .query_row([&job.session_id], |row| row.get(0))
+        .optional()?
+        .unwrap_or(0);
+    if actual != job.expected {
+        return Ok(Err(StoreError::Conflict {
+            session_id: job.session_id.clone(),
+            expected: job.expected,
+            actual,
+        }));
+    }
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO events (session_id, seq, at, schema_version, kind, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    for event in &job.events {
+        let body = serde_json::to_string(&event.kind)
+            .map_err(|err| rusqlite::Error::ToSqlConversionFailure(Box::new(err)))?;
+        insert.execute(params![
+            job.session_id,
+            event.seq,
+            event.at,
+            event.schema_version,
+            event.kind.name(),
+            body
+        ])?;
+    }
+    let (Some(first), Some(last)) = (job.events.first(), job.events.last()) else {
+        return Ok(Ok(()));
+    };
+    let status = PublicStatus::after(&last.kind).as_str();
+    if job.expected == 0 {
+        conn.prepare_cached(
+            "INSERT INTO sessions (session_id, task, status, last_seq, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![
+            job.session_id,
+            started_task(first).unwrap_or_default(),
+            status,
+            last.seq,
+            first.at,
+            last.at
+        ])?;
+    } else {
+        conn.prepare_cached(
+            "UPDATE sessions SET status = ?2, last_seq = ?3, updated_at = ?4 WHERE session_id = ?1",
+        )?
+        .execute(params![job.session_id, status, last.seq, last.at])?;
+    }
+    Ok(Ok(()))
+}

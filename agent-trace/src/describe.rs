@@ -1,0 +1,115 @@
+//! One description per event kind, for people: what an event says beyond its
+//! kind's name, on one line. The live console of `agent run` and the timeline of
+//! `agent show` both print it, so an event reads the same everywhere.
+
+use agent_core::{Action, EventKind};
+
+/// What `kind` says, on one line (parallel calls are joined with `; `).
+pub fn describe(kind: &EventKind) -> String {
+    match kind {
+        EventKind::SessionStarted { strategy, .. } => format!("strategy {strategy}"),
+        EventKind::ModelRequested { step } => format!("step {step}"),
+        EventKind::ModelResponded { actions, .. } => actions
+            .iter()
+            .map(|action| match action {
+                Action::ToolCall(call) => {
+                    format!("{} {} [{}]", call.tool_name, call.arguments, call.id)
+                }
+                Action::Finish(finish) => format!("finish: {}", finish.answer),
+                Action::Plan { steps } => format!(
+                    "plan: {}",
+                    steps
+                        .iter()
+                        .map(|step| step.goal.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" | ")
+                ),
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+        EventKind::ModelOutputRejected { error, .. } => format!("invalid model output: {error}"),
+        EventKind::ModelRetried {
+            attempt,
+            error,
+            delay_ms,
+        } => format!("retry {attempt} of the model call in {delay_ms} ms: {error}"),
+        EventKind::ActionDispatched { call } => format!("{} [{}]", call.tool_name, call.id),
+        EventKind::ActionAttemptFailed {
+            call_id,
+            tool_name,
+            attempt,
+            error,
+            delay_ms,
+            ..
+        } => format!("retry {attempt} of {tool_name} [{call_id}] in {delay_ms} ms: {error}"),
+        EventKind::CircuitChanged { tool_name, state } => {
+            format!("circuit of {tool_name} is now {state:?}")
+        }
+        EventKind::ActionCompleted { observation } => format!(
+            "{}{} ({}) [{}]",
+            if observation.is_error { "error: " } else { "" },
+            observation.content,
+            observation.tool_name,
+            observation.call_id
+        ),
+        EventKind::ApprovalRequested { calls } => calls
+            .iter()
+            .map(|call| {
+                format!(
+                    "awaiting approval: {} {} [{}]",
+                    call.tool_name, call.arguments, call.id
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+        EventKind::ApprovalDecided {
+            call_id,
+            decision,
+            by,
+            ..
+        } => format!("[{call_id}] {} by {by}", decision.name()),
+        EventKind::Strategy { name, data, .. } => format!("{name}: {data}"),
+        EventKind::ResponseRefused { reason } => format!("refused: {reason}"),
+        EventKind::FinishRejected { reason, .. } => format!("finish refused: {reason}"),
+        EventKind::Finished { answer } => answer.clone(),
+        EventKind::Failed {
+            exit_reason, error, ..
+        } => format!("{exit_reason}: {}", error.as_deref().unwrap_or("")),
+        EventKind::Cancelled { reason } => format!("cancelled: {reason}"),
+        EventKind::Resumed { reason } => format!("resumed: {reason}"),
+        EventKind::Forked { parent, at } => format!("copy of {parent} up to seq {at}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agent_core::{Observation, ToolCall};
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_result_reads_content_first_and_names_its_call() {
+        let call = ToolCall {
+            id: "c1".into(),
+            tool_name: "calculator".into(),
+            arguments: json!({"left": 1}),
+        };
+        assert_eq!(
+            describe(&EventKind::ActionCompleted {
+                observation: Observation::success(&call, "84")
+            }),
+            "84 (calculator) [c1]"
+        );
+        assert_eq!(
+            describe(&EventKind::ActionCompleted {
+                observation: Observation::error(&call, "division by zero")
+            }),
+            "error: division by zero (calculator) [c1]"
+        );
+        assert_eq!(
+            describe(&EventKind::ActionDispatched { call }),
+            "calculator [c1]"
+        );
+    }
+}

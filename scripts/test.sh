@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite. Installs what the tests need that cargo does not fetch —
 # Node.js's MCP reference server, @modelcontextprotocol/server-everything 2026.8.31,
-# under target/npm — then runs every test of every crate with every feature.
+# under target/npm, and PostgreSQL from Debian's packages when it is missing —
+# starts a throw-away PostgreSQL cluster (unless AGENT_TEST_POSTGRES_URL names a
+# server already), then runs every test of every crate with every feature.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,5 +15,12 @@ if [[ ! -x target/npm/node_modules/.bin/mcp-server-everything ]]; then
     npm install --prefix target/npm --no-audit --no-fund --silent @modelcontextprotocol/server-everything@2026.8.31
 fi
 export PATH="$PWD/target/npm/node_modules/.bin:$PATH"
+
+if [[ -z "${AGENT_TEST_POSTGRES_URL:-}" ]]; then
+    pg_dir=$(mktemp -d "${TMPDIR:-/tmp}/agent-test-pg.XXXXXX")
+    trap 'scripts/pg-cluster.sh stop "$pg_dir"' EXIT
+    AGENT_TEST_POSTGRES_URL=$(scripts/pg-cluster.sh start "$pg_dir")
+    export AGENT_TEST_POSTGRES_URL
+fi
 
 cargo test --workspace --all-features "$@"

@@ -53,7 +53,7 @@ pub enum TraceCommand {
 /// Where sessions are stored.
 #[derive(Debug, Args, Clone)]
 pub struct StoreArgs {
-    /// The session store: sqlite://PATH.
+    /// The session store: sqlite://PATH or postgres://USER[:PASSWORD]@HOST:PORT/DATABASE.
     #[arg(long, value_name = "URL", env = "AGENT_STORE", default_value = agent::store::DEFAULT_STORE_URL)]
     pub store: String,
 }

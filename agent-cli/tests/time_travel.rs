@@ -230,7 +230,7 @@ async fn the_cli_explains_that_a_dag_session_resumes_in_code() {
     );
     engine
         .store()
-        .append(id, 0, &[started], agent::Durability::Full)
+        .append(agent::Append::creating(&[started], agent::Durability::Full).unwrap())
         .await
         .unwrap();
     let store = format!("sqlite://{}", db.display());

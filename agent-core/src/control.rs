@@ -5,7 +5,7 @@
 use crate::event::{ApprovalDecision, Event, EventKind};
 use crate::id::new_session_id;
 use crate::state::{SessionState, StateError, Status};
-use crate::store::{Durability, EventStore, StoreError};
+use crate::store::{Append, Durability, EventStore, StoreError};
 
 /// How many times a control operation retries after losing a race with the engine.
 const CONFLICT_RETRIES: usize = 20;
@@ -113,8 +113,10 @@ pub async fn fork_session(
             at: cut,
         },
     ));
-    SessionState::from_events(&fork_id, &copy)?;
-    store.append(&fork_id, 0, &copy, Durability::Full).await?;
+    let forked = SessionState::from_events(&fork_id, &copy)?;
+    store
+        .append(Append::after(&forked, &copy, Durability::Full))
+        .await?;
     Ok(Fork {
         session_id: fork_id,
         parent: session_id.to_owned(),
@@ -167,7 +169,6 @@ pub async fn decide_approval(
                 });
             }
         };
-        let expected = state.last_seq();
         let mut batch = Vec::new();
         let mut remaining = waiting.len();
         for id in &chosen {
@@ -191,7 +192,7 @@ pub async fn decide_approval(
             batch.push(event);
         }
         match store
-            .append(session_id, expected, &batch, Durability::Full)
+            .append(Append::after(&state, &batch, Durability::Full))
             .await
         {
             Ok(()) => return Ok(chosen),
@@ -228,7 +229,7 @@ pub async fn cancel_session(
         );
         state.apply(&event)?;
         match store
-            .append(session_id, event.seq - 1, &[event], Durability::Full)
+            .append(Append::after(&state, &[event], Durability::Full))
             .await
         {
             Ok(()) => return Ok(state),
@@ -244,7 +245,7 @@ mod tests {
 
     use super::*;
     use crate::state::PublicStatus;
-    use crate::store::MemoryStore;
+    use crate::store::{EventLog, MemoryStore};
 
     fn log(kinds: Vec<EventKind>) -> Vec<Event> {
         kinds
@@ -282,7 +283,7 @@ mod tests {
         ]);
         let store = MemoryStore::new();
         store
-            .append("p", 0, &events, Durability::Full)
+            .append(Append::creating(&events, Durability::Full).unwrap())
             .await
             .unwrap();
         let fork = fork_session(&store, "p", 4).await.unwrap();
@@ -312,7 +313,7 @@ mod tests {
             },
         );
         store
-            .append("s", 0, &[started], Durability::Full)
+            .append(Append::creating(&[started], Durability::Full).unwrap())
             .await
             .unwrap();
         let state = cancel_session(&store, "s", "by user").await.unwrap();

@@ -49,7 +49,10 @@ pub use result::{BudgetKind, ExitReason, RunResult, RunUsage, UnknownBudget};
 pub use sink::{EventSink, SinkError};
 pub use snapshot::{DEFAULT_SNAPSHOT_EVERY, load_state, snapshot_of};
 pub use state::{PublicStatus, SessionState, StateError, Status, StrategyRecord, UnknownStatus};
-pub use store::{Durability, EventStore, MemoryStore, SessionSummary, StoreError};
+pub use store::{
+    Append, Durability, EventLog, EventStore, LeaseStore, MemoryStore, SessionIndex,
+    SessionSummary, SnapshotStore, StoreError,
+};
 pub use strategy::{
     Decision, ExecutionStrategy, ModelCall, StrategyError, StrategyWork, Work, WorkContext,
     WorkRecord,

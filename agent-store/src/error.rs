@@ -1,16 +1,16 @@
 //! Why a store could not be opened.
 
-use std::path::PathBuf;
-
 /// A store location that cannot be used; nothing was modified.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     /// The location is not of a form this build knows.
-    #[error("unsupported store `{0}`: use sqlite://PATH")]
+    #[error(
+        "unsupported store `{0}`: use sqlite://PATH or postgres://USER@HOST:PORT/DATABASE (with the feature that supports it)"
+    )]
     UnsupportedUrl(String),
     /// No database exists at the path (for commands that only read).
     #[error("no store at `{0}`")]
-    Missing(PathBuf),
+    Missing(String),
     /// The file exists but is not an agent store.
     #[error("not an agent store: {0}")]
     NotAStore(String),
@@ -24,6 +24,9 @@ pub enum OpenError {
         /// Newest version this build knows.
         supported: u32,
     },
+    /// The server cannot be reached or refused us (never naming a password).
+    #[error("{0}")]
+    Unreachable(String),
     /// A migration failed; the transaction was rolled back.
     #[error("migration to schema {version} failed: {message}")]
     Migration {
@@ -37,6 +40,7 @@ pub enum OpenError {
     Unreadable(String),
 }
 
+#[cfg(feature = "sqlite")]
 impl OpenError {
     pub(crate) fn unreadable(err: rusqlite::Error) -> Self {
         match err.sqlite_error_code() {

@@ -1,26 +1,39 @@
 //! Durable event stores for the agent runtime.
 //!
-//! [`SqliteStore`] (feature `sqlite`, the default) keeps every session in one
-//! embedded SQLite file: versioned migrations, WAL with durable commits, leases whose
-//! dead holders are detected, and group commit across sessions. [`open_url`] opens a
-//! store from a `--store` URL.
+//! - [`SqliteStore`] (feature `sqlite`, the default) keeps every session in one
+//!   embedded SQLite file: versioned migrations, WAL with durable commits, leases
+//!   whose dead holders are detected, and group commit across sessions.
+//! - [`PostgresStore`] (feature `postgres`) keeps them in a PostgreSQL database
+//!   that many processes and machines share, with the same guarantees: leases
+//!   expire by the database's clock, and commits of concurrent sessions are
+//!   grouped.
+//!
+//! [`open_url`] opens a store from a `--store` URL.
 
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod error;
-#[cfg(feature = "sqlite")]
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod process;
 #[cfg(feature = "sqlite")]
 mod sqlite;
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod stats;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod url;
 
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use error::OpenError;
-#[cfg(feature = "sqlite")]
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresStore, PostgresTarget};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use process::{Liveness, ProcessIdentity};
 #[cfg(feature = "sqlite")]
+pub use sqlite::SqliteStore;
+#[cfg(feature = "sqlite")]
 pub use sqlite::schema::SCHEMA_VERSION;
-#[cfg(feature = "sqlite")]
-pub use sqlite::{CommitStats, SqliteStore};
-#[cfg(feature = "sqlite")]
-pub use url::{DEFAULT_STORE_URL, StoreUrl, open_url};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use stats::CommitStats;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use url::{DEFAULT_STORE_URL, StoreUrl, open_url, shown_url};

@@ -4,8 +4,12 @@
 //!   replies, so provider faults are tested with no internet and no key.
 //! - [`cli`]: black-box tests of a built binary — scratch directories, running
 //!   the binary in them, reading its JSON output and traces.
+//! - [`conformance`]: one suite every event store passes.
+//! - [`postgres`]: the throw-away PostgreSQL server of the tests, when there is one.
 
 pub mod cli;
+pub mod conformance;
+pub mod postgres;
 mod provider;
 
 pub use provider::{FakeProvider, Received, Reply};

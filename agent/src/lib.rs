@@ -15,6 +15,7 @@
 //! | `anthropic` | [`providers::Anthropic`]: the Messages API |
 //! | `replay` (default) | [`providers::ReplayModel`], re-runs a recorded session |
 //! | `sqlite` (default) | [`store::SqliteStore`], the durable embedded store |
+//! | `postgres` | [`store::PostgresStore`], a store many processes and machines share |
 //! | `derive` (default) | `#[derive(Tool)]` ([`tools::Tool`]) |
 //! | `mcp` | tools of Model Context Protocol servers ([`tools::McpServer`]) |
 //! | `full` | everything |
@@ -66,18 +67,19 @@
 //! ```
 
 pub use agent_core::{
-    Action, ApprovalDecision, BudgetKind, Budgets, Cancellation, Checkpoint, CircuitState,
+    Action, Append, ApprovalDecision, BudgetKind, Budgets, Cancellation, Checkpoint, CircuitState,
     CompletionGate, ControlError, DEFAULT_LEASE_RENEWAL, DEFAULT_LEASE_TTL, DEFAULT_MAX_STEPS,
     DEFAULT_SNAPSHOT_EVERY, Deadline, Decision, DuplicateTool, Durability, Engine, EngineBuilder,
-    EngineError, Event, EventKind, EventSink, EventStore, ExecutionStrategy, Exhausted, ExitReason,
-    Finish, FinishGate, Fork, GateRefusal, Guard, GuardContext, HistoryItem, INTERRUPTED,
-    IgnoreReports, Layer, LayerObserver, MemoryStore, Model, ModelCall, ModelContext, ModelError,
-    ModelRateLimit, ModelRequest, ModelResponse, Observation, PlanStep, PublicStatus, RetryNotice,
-    RunResult, RunUsage, SCHEMA_VERSION, SessionState, SessionSummary, SinkError, Stack,
-    StateError, Status, StoreError, StrategyError, StrategyRecord, StrategyWork, Tool, ToolCall,
-    ToolContext, ToolError, ToolOutput, ToolSpec, Toolbox, UnknownBudget, UnknownStatus, Usage,
-    Verdict, WallTime, Work, WorkContext, WorkRecord, cancel_session, decide_approval,
-    fork_session, load_state, new_session_id, now_millis, snapshot_of, strict_json,
+    EngineError, Event, EventKind, EventLog, EventSink, EventStore, ExecutionStrategy, Exhausted,
+    ExitReason, Finish, FinishGate, Fork, GateRefusal, Guard, GuardContext, HistoryItem,
+    INTERRUPTED, IgnoreReports, Layer, LayerObserver, LeaseStore, MemoryStore, Model, ModelCall,
+    ModelContext, ModelError, ModelRateLimit, ModelRequest, ModelResponse, Observation, PlanStep,
+    PublicStatus, RetryNotice, RunResult, RunUsage, SCHEMA_VERSION, SessionIndex, SessionState,
+    SessionSummary, SinkError, SnapshotStore, Stack, StateError, Status, StoreError, StrategyError,
+    StrategyRecord, StrategyWork, Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolSpec,
+    Toolbox, UnknownBudget, UnknownStatus, Usage, Verdict, WallTime, Work, WorkContext, WorkRecord,
+    cancel_session, decide_approval, fork_session, load_state, new_session_id, now_millis,
+    snapshot_of, strict_json,
 };
 
 /// Resilience layers for tools and models: timeout, retry, circuit breaker.
@@ -91,7 +93,7 @@ pub mod tools {
 }
 
 /// Durable event stores.
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub mod store {
     pub use agent_core::store::support;
     pub use agent_store::*;
@@ -121,8 +123,8 @@ pub mod trace {
 /// The names most programs need.
 pub mod prelude {
     pub use agent_core::{
-        Budgets, Engine, EventStore, ExitReason, MemoryStore, Model, RunResult, Tool, ToolContext,
-        ToolError, ToolOutput, ToolSpec,
+        Budgets, Engine, EventLog, EventStore, ExitReason, LeaseStore, MemoryStore, Model,
+        RunResult, SessionIndex, SnapshotStore, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
     };
     #[cfg(feature = "scripted")]
     pub use agent_providers::ScriptedModel;

@@ -336,7 +336,10 @@ async fn resuming_with_a_changed_graph_is_refused_and_the_same_graph_continues()
             },
         ),
     ];
-    store.append("wf", 0, &log, Durability::Full).await.unwrap();
+    store
+        .append(agent::Append::creating(&log, Durability::Full).unwrap())
+        .await
+        .unwrap();
 
     let changed = engine(research(4), research_script(), store.clone());
     let err = changed.resume("wf").await.unwrap_err();

@@ -533,7 +533,7 @@ async fn resume_reruns_idempotent_calls_and_reports_others_as_interrupted() {
         .map(|(kind, seq)| Event::new(session, seq, kind))
         .collect();
     h.store
-        .append(session, 0, &events, agent::Durability::Full)
+        .append(agent::Append::creating(&events, agent::Durability::Full).unwrap())
         .await
         .unwrap();
 

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agent::prelude::*;
-use agent::{Durability, Event, SessionState, SessionSummary, StoreError, load_state};
+use agent::{Append, Event, SessionState, SessionSummary, StoreError, load_state};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
@@ -25,15 +25,9 @@ struct Counting {
 }
 
 #[async_trait]
-impl EventStore for Counting {
-    async fn append(
-        &self,
-        id: &str,
-        expected: u64,
-        events: &[Event],
-        d: Durability,
-    ) -> Result<(), StoreError> {
-        self.inner.append(id, expected, events, d).await
+impl EventLog for Counting {
+    async fn append(&self, append: Append<'_>) -> Result<(), StoreError> {
+        self.inner.append(append).await
     }
     async fn load(&self, id: &str) -> Result<Vec<Event>, StoreError> {
         let events = self.inner.load(id).await?;
@@ -45,9 +39,17 @@ impl EventStore for Counting {
         self.events_read.fetch_add(events.len(), Ordering::Relaxed);
         Ok(events)
     }
+}
+
+#[async_trait]
+impl SessionIndex for Counting {
     async fn sessions(&self) -> Result<Vec<SessionSummary>, StoreError> {
         self.inner.sessions().await
     }
+}
+
+#[async_trait]
+impl LeaseStore for Counting {
     async fn acquire_lease(&self, id: &str, owner: &str, ttl: Duration) -> Result<(), StoreError> {
         self.inner.acquire_lease(id, owner, ttl).await
     }
@@ -57,6 +59,10 @@ impl EventStore for Counting {
     async fn release_lease(&self, id: &str, owner: &str) -> Result<(), StoreError> {
         self.inner.release_lease(id, owner).await
     }
+}
+
+#[async_trait]
+impl SnapshotStore for Counting {
     async fn save_snapshot(&self, id: &str, seq: u64, snapshot: &Value) -> Result<(), StoreError> {
         self.inner.save_snapshot(id, seq, snapshot).await
     }

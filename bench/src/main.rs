@@ -15,10 +15,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use agent::prelude::*;
-use agent::store::SqliteStore;
+use agent::store::{CommitStats, PostgresStore, PostgresTarget, SqliteStore};
 use agent::{Budgets, Event, EventKind, EventSink, SinkError};
 use anyhow::Context;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
@@ -40,10 +40,36 @@ enum Command {
     Resume(ResumeArgs),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// Where a benchmark's events go.
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum StoreKind {
     Memory,
     Sqlite,
+    /// A PostgreSQL database, by URL.
+    Postgres(String),
+}
+
+impl StoreKind {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Memory => "memory",
+            Self::Sqlite => "sqlite",
+            Self::Postgres(_) => "postgres",
+        }
+    }
+}
+
+fn parse_store(text: &str) -> Result<StoreKind, String> {
+    match text {
+        "memory" => Ok(StoreKind::Memory),
+        "sqlite" => Ok(StoreKind::Sqlite),
+        url if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            Ok(StoreKind::Postgres(url.to_owned()))
+        }
+        other => Err(format!(
+            "`{other}` is not a store: use memory, sqlite or postgres://USER@HOST:PORT/DB"
+        )),
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -54,8 +80,8 @@ struct RunArgs {
     /// Tool steps per session (each session has K+1 steps).
     #[arg(long, default_value_t = 4)]
     tool_steps: usize,
-    /// Where events go.
-    #[arg(long, value_enum, default_value_t = StoreKind::Memory)]
+    /// Where events go: memory, sqlite (the file `--db`) or a postgres:// URL.
+    #[arg(long, value_parser = parse_store, default_value = "memory")]
     store: StoreKind,
     /// Sessions in flight at once, in one process.
     #[arg(long, default_value_t = 1)]
@@ -170,12 +196,20 @@ fn engine(
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let (store, sqlite): (Arc<dyn EventStore>, Option<Arc<SqliteStore>>) = match args.store {
-        StoreKind::Memory => (Arc::new(MemoryStore::new()), None),
+    let (mut sqlite, mut postgres) = (None, None);
+    let store: Arc<dyn EventStore> = match &args.store {
+        StoreKind::Memory => Arc::new(MemoryStore::new()),
         StoreKind::Sqlite => {
             remove_db(&args.db);
-            let sqlite = Arc::new(SqliteStore::open(&args.db)?);
-            (sqlite.clone(), Some(sqlite))
+            let store = Arc::new(SqliteStore::open(&args.db)?);
+            sqlite = Some(Arc::clone(&store));
+            store
+        }
+        StoreKind::Postgres(url) => {
+            let target = PostgresTarget::parse(url)?;
+            let store = Arc::new(PostgresStore::connect(target, true).await?);
+            postgres = Some(Arc::clone(&store));
+            store
         }
     };
     let engine = Arc::new(engine(
@@ -204,8 +238,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let wall_s = started.elapsed().as_secs_f64();
     let steps_total = args.sessions * (args.tool_steps + 1);
-    let fsyncs = sqlite.as_ref().map(|store| store.stats().durable_commits());
-    let commits = sqlite.as_ref().map(|store| store.stats().commits());
+    let stats = sqlite
+        .as_ref()
+        .map(|store| store.stats())
+        .or_else(|| postgres.as_ref().map(|store| store.stats()));
+    let fsyncs = stats.map(CommitStats::durable_commits);
+    let commits = stats.map(CommitStats::commits);
     let bytes = match &sqlite {
         Some(store) => {
             store.checkpoint().await?;
@@ -216,7 +254,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let line = json!({
         "peer": "agent-rs",
         "version": env!("CARGO_PKG_VERSION"),
-        "store": match args.store { StoreKind::Memory => "memory", StoreKind::Sqlite => "sqlite" },
+        "store": args.store.name(),
         "durability": "full",
         "concurrency": args.concurrency,
         "sessions": args.sessions,
@@ -232,6 +270,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         "fsyncs": fsyncs,
         "fsyncs_per_step": fsyncs.map(|f| f as f64 / steps_total as f64),
         "commits": commits,
+        "commits_per_step": commits.map(|c| c as f64 / steps_total as f64),
         "wrong_answers": wrong_answers,
     });
     println!("{line}");
@@ -311,7 +350,7 @@ async fn stopped_session(
         }
     }
     store
-        .append(session_id, 0, &log, agent::Durability::Full)
+        .append(agent::Append::creating(&log, agent::Durability::Full)?)
         .await?;
     if let Some((seq, snapshot)) = snapshot {
         store.save_snapshot(session_id, seq, &snapshot).await?;

@@ -25,7 +25,7 @@ fn decider() -> String {
 
 /// Approves waiting calls, optionally with edited arguments.
 pub async fn approve(args: ApproveArgs) -> Result<u8, CliError> {
-    let store = store::open_for(&args.store.store, &args.session_id)?;
+    let store = store::open_for(&args.store.store, &args.session_id).await?;
     let arguments = match &args.args {
         None => None,
         Some(text) => {
@@ -78,7 +78,7 @@ pub async fn approve(args: ApproveArgs) -> Result<u8, CliError> {
 
 /// Denies waiting calls; the model receives the reason.
 pub async fn deny(args: DenyArgs) -> Result<u8, CliError> {
-    let store = store::open_for(&args.store.store, &args.session_id)?;
+    let store = store::open_for(&args.store.store, &args.session_id).await?;
     let before = last_seq(store.as_ref(), &args.session_id).await?;
     let decided = decide_approval(
         store.as_ref(),

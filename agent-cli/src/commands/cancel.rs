@@ -11,7 +11,7 @@ use crate::store;
 
 /// Cancels the session.
 pub async fn cancel(args: SessionArgs) -> Result<u8, CliError> {
-    let store = store::open_for(&args.store.store, &args.session_id)?;
+    let store = store::open_for(&args.store.store, &args.session_id).await?;
     let state = cancel_session(
         store.as_ref(),
         &args.session_id,

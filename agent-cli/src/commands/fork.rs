@@ -11,7 +11,7 @@ use crate::store;
 
 /// Forks the session.
 pub async fn fork(args: ForkArgs) -> Result<u8, CliError> {
-    let store = store::open_for(&args.store.store, &args.session_id)?;
+    let store = store::open_for(&args.store.store, &args.session_id).await?;
     let fork = fork_session(store.as_ref(), &args.session_id, args.at).await?;
     if args.json {
         print_json(&json!({"session_id": fork.session_id, "parent": fork.parent, "at": fork.at}))?;

@@ -13,7 +13,7 @@ use crate::store;
 
 /// Resumes the session; returns the exit code of its RunResult.
 pub async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
-    let store = store::open_for(&args.flags.store.store, &args.session_id)?;
+    let store = store::open_for(&args.flags.store.store, &args.session_id).await?;
     let events = store.load(&args.session_id).await?;
     let state = SessionState::from_events(&args.session_id, &events)
         .map_err(|err| CliError::Internal(format!("the session log is inconsistent: {err}")))?;

@@ -9,7 +9,7 @@ use crate::store;
 /// Runs the task; returns the exit code of its RunResult.
 pub async fn run(args: RunArgs) -> Result<u8, CliError> {
     let config = RunConfig::from_flags(&args.flags, None)?;
-    let store = store::open(&args.flags.store.store)?;
+    let store = store::open(&args.flags.store.store).await?;
     let session = config.engine(store, console(args.flags.json)).await?;
     let recorded = serde_json::to_value(&config)
         .map_err(|err| CliError::Internal(format!("cannot record the configuration: {err}")))?;

@@ -16,7 +16,7 @@ pub async fn sessions(args: SessionsArgs) -> Result<u8, CliError> {
         .map(str::parse)
         .transpose()
         .map_err(|err| CliError::Usage(format!("--status: {err}")))?;
-    let summaries = match store::open_existing(&args.store.store)? {
+    let summaries = match store::open_existing(&args.store.store).await? {
         Some(store) => store.sessions().await?,
         None => Vec::new(),
     };

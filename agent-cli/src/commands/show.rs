@@ -12,7 +12,7 @@ use crate::store;
 
 /// Shows the session.
 pub async fn show(args: SessionArgs) -> Result<u8, CliError> {
-    let store = store::open_for(&args.store.store, &args.session_id)?;
+    let store = store::open_for(&args.store.store, &args.session_id).await?;
     let events = store.load(&args.session_id).await?;
     let mut state = SessionState::new(&args.session_id);
     let mut lines = Vec::new();

@@ -28,7 +28,7 @@ pub async fn wait_for_log(
     what: &str,
     done: impl Fn(&[agent::Event]) -> bool,
 ) -> (String, Vec<agent::Event>) {
-    use agent::EventStore;
+    use agent::{EventLog, SessionIndex};
     let db = dir.join(".agent/agent.db");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
@@ -50,7 +50,7 @@ pub async fn wait_for_log(
 
 /// The stored log of a session in the default store of `dir`.
 pub async fn load_log(dir: &Path, session_id: &str) -> Vec<agent::Event> {
-    use agent::EventStore;
+    use agent::{EventLog, SessionIndex};
     let store = agent::store::SqliteStore::open_existing(dir.join(".agent/agent.db")).unwrap();
     store.load(session_id).await.unwrap()
 }

@@ -8,7 +8,7 @@ use crate::error::EngineError;
 use crate::event::{Event, EventKind};
 use crate::snapshot::{load_state, snapshot_of};
 use crate::state::StateError;
-use crate::store::{Durability, StoreError};
+use crate::store::{Append, Durability, StoreError};
 
 impl Driver<'_> {
     /// Applies a new event to the state and queues it for the next commit. An event
@@ -45,12 +45,7 @@ impl Driver<'_> {
         let appended = self
             .engine
             .store
-            .append(
-                self.state.session_id(),
-                expected,
-                &self.unflushed,
-                durability,
-            )
+            .append(Append::after(&self.state, &self.unflushed, durability))
             .await;
         match appended {
             Ok(()) => {}

@@ -11,7 +11,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use super::Engine;
-use super::lease::{Lease, LeaseSignal};
+use super::lease::LeaseSignal;
 use super::work_step::WorkSet;
 use crate::error::EngineError;
 use crate::event::{Event, EventKind};
@@ -79,8 +79,8 @@ pub(super) struct Driver<'e> {
 }
 
 impl<'e> Driver<'e> {
-    pub(super) fn new(engine: &'e Engine, state: SessionState, lease: &Lease) -> Self {
-        lease.signal.committed_up_to(state.last_seq());
+    pub(super) fn new(engine: &'e Engine, state: SessionState, signal: Arc<LeaseSignal>) -> Self {
+        signal.committed_up_to(state.last_seq());
         let started = Instant::now();
         Self {
             engine,
@@ -89,7 +89,7 @@ impl<'e> Driver<'e> {
             unflushed_steps: Vec::new(),
             bounds: Bounds {
                 deadline: earliest_deadline(&engine.guards, started),
-                signal: Arc::clone(&lease.signal),
+                signal,
             },
             started,
             needs_recovery: false,

@@ -48,32 +48,34 @@ impl LeaseSignal {
 pub(super) struct Lease {
     session_id: String,
     owner: String,
-    pub(super) signal: Arc<LeaseSignal>,
     keeper: JoinHandle<()>,
 }
 
 impl Lease {
-    /// Takes the lease on `session_id` and starts renewing it; fails with
-    /// [`StoreError::Leased`] while another live engine holds it.
-    pub(super) async fn acquire(engine: &Engine, session_id: &str) -> Result<Self, EngineError> {
+    /// Takes the lease on `session_id` and starts renewing it, telling the driver
+    /// through `signal`; fails with [`StoreError::Leased`] while another live
+    /// engine holds it.
+    pub(super) async fn acquire(
+        engine: &Engine,
+        session_id: &str,
+        signal: Arc<LeaseSignal>,
+    ) -> Result<Self, EngineError> {
         let owner = new_session_id();
         engine
             .store
             .acquire_lease(session_id, &owner, engine.lease_ttl)
             .await?;
-        let signal = Arc::new(LeaseSignal::default());
         let keeper = tokio::spawn(renew(
             Arc::clone(&engine.store),
             session_id.to_owned(),
             owner.clone(),
             engine.lease_ttl,
             engine.lease_renewal,
-            Arc::clone(&signal),
+            signal,
         ));
         Ok(Self {
             session_id: session_id.to_owned(),
             owner,
-            signal,
             keeper,
         })
     }

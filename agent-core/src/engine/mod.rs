@@ -56,7 +56,7 @@ use crate::strategy::ExecutionStrategy;
 use crate::tool::Toolbox;
 
 use self::driver::Driver;
-use self::lease::Lease;
+use self::lease::{Lease, LeaseSignal};
 
 pub use self::tool_step::INTERRUPTED;
 
@@ -220,19 +220,28 @@ impl Engine {
         config: Value,
     ) -> Result<RunResult, EngineError> {
         let session_id = new_session_id();
-        let lease = Lease::acquire(self, &session_id).await?;
-        let mut driver = Driver::new(self, SessionState::new(session_id.clone()), &lease);
-        let outcome = match driver.record(EventKind::SessionStarted {
+        let signal = Arc::new(LeaseSignal::default());
+        let mut driver = Driver::new(
+            self,
+            SessionState::new(session_id.clone()),
+            Arc::clone(&signal),
+        );
+        driver.record(EventKind::SessionStarted {
             task: task.into(),
             strategy: self.strategy.name().to_owned(),
             config,
-        }) {
-            // Nothing has been acted on yet, so the start need not survive a power
-            // cut on its own: the first result's commit makes it durable.
-            Ok(()) => match driver.flush(Durability::Process).await {
-                Ok(_) => driver.drive().await,
-                Err(err) => Err(err),
-            },
+        })?;
+        // No other process can know the new session's id before its first event
+        // is committed, so its lease is taken while that commit is made. Nothing
+        // has been acted on yet, so the start need not survive a power cut on its
+        // own: the first result's commit makes it durable.
+        let (lease, started) = tokio::join!(
+            Lease::acquire(self, &session_id, signal),
+            driver.flush(Durability::Process)
+        );
+        let lease = lease?;
+        let outcome = match started {
+            Ok(_) => driver.drive().await,
             Err(err) => Err(err),
         };
         lease.release(self).await;
@@ -247,8 +256,9 @@ impl Engine {
     /// [`INTERRUPTED`]. A session that already ended returns its stored result
     /// unchanged.
     pub async fn resume(&self, session_id: &str) -> Result<RunResult, EngineError> {
-        let lease = Lease::acquire(self, session_id).await?;
-        let outcome = self.resume_leased(session_id, &lease).await;
+        let signal = Arc::new(LeaseSignal::default());
+        let lease = Lease::acquire(self, session_id, Arc::clone(&signal)).await?;
+        let outcome = self.resume_leased(session_id, signal).await;
         lease.release(self).await;
         outcome
     }
@@ -256,7 +266,7 @@ impl Engine {
     async fn resume_leased(
         &self,
         session_id: &str,
-        lease: &Lease,
+        signal: Arc<LeaseSignal>,
     ) -> Result<RunResult, EngineError> {
         let state = load_state(self.store.as_ref(), session_id).await?;
         if let Some(result) = state.run_result().or_else(|| state.awaiting_result()) {
@@ -275,7 +285,7 @@ impl Engine {
                 engine: self.strategy.name().to_owned(),
             });
         }
-        let mut driver = Driver::new(self, state, lease);
+        let mut driver = Driver::new(self, state, signal);
         driver.record(EventKind::Resumed {
             reason: "resume".into(),
         })?;

@@ -5,8 +5,6 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::EventKind;
-
 /// The internal status of a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -107,20 +105,6 @@ impl PublicStatus {
             Self::Finished => "finished",
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
-        }
-    }
-
-    /// The public status a session has right after an event of `kind`.
-    pub fn after(kind: &EventKind) -> Self {
-        match kind {
-            EventKind::Finished { .. } => Self::Finished,
-            EventKind::Failed { .. } => Self::Failed,
-            EventKind::Cancelled { .. } => Self::Cancelled,
-            EventKind::ApprovalRequested { .. } => Self::AwaitingApproval,
-            EventKind::ApprovalDecided { remaining, .. } if *remaining > 0 => {
-                Self::AwaitingApproval
-            }
-            _ => Self::Running,
         }
     }
 }

@@ -1,6 +1,8 @@
-//! The `EventStore` trait (append-only per-session logs with optimistic
-//! concurrency, leases, snapshots) and [`MemoryStore`], its in-memory
-//! implementation. [`support`] holds helpers for those who write a store.
+//! The store contract, in small traits: [`EventLog`] (append-only per-session
+//! logs with optimistic concurrency), [`SessionIndex`], [`LeaseStore`] and
+//! [`SnapshotStore`]; [`EventStore`] is all four, what the engine asks for.
+//! [`MemoryStore`] implements them in memory; [`support`] holds helpers for those
+//! who write a store, and `agent-testkit` a conformance suite every store passes.
 
 mod memory;
 pub mod support;
@@ -11,7 +13,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::event::Event;
-use crate::state::PublicStatus;
+use crate::state::{PublicStatus, SessionState, StateError};
 
 /// How durable a commit must be before `append` returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -77,28 +79,81 @@ pub enum StoreError {
     Backend(String),
 }
 
-/// Durable (or in-memory) per-session event logs.
+/// One append: `events` after seq `expected_seq` of `session_id` (0 creates the
+/// session), all or nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct Append<'a> {
+    /// The session.
+    pub session_id: &'a str,
+    /// The seq the caller believes is last.
+    pub expected_seq: u64,
+    /// The events, carrying seqs `expected_seq + 1, expected_seq + 2, …`.
+    pub events: &'a [Event],
+    /// The session's public status once these events apply, from the writer's
+    /// fold of the log ([`SessionState::status`](crate::SessionState::status)):
+    /// what session listings show, so a store never derives it on its own.
+    pub status: PublicStatus,
+    /// How durable the commit must be before `append` returns.
+    pub durability: Durability,
+}
+
+impl<'a> Append<'a> {
+    /// The append of `events`, which `state` has already applied, with the status
+    /// `state` is in afterwards.
+    pub fn after(state: &SessionState, events: &'a [Event], durability: Durability) -> Self {
+        let expected_seq = events
+            .first()
+            .map_or(state.last_seq(), |event| event.seq.saturating_sub(1));
+        Self {
+            session_id: events.first().map_or("", |event| event.session_id.as_str()),
+            expected_seq,
+            events,
+            status: state.status().public(),
+            durability,
+        }
+    }
+
+    /// The append that creates a session from a whole log, with the status the
+    /// log's fold ends in; fails if the log does not fold.
+    pub fn creating(events: &'a [Event], durability: Durability) -> Result<Self, StateError> {
+        let session_id = events.first().map_or("", |event| event.session_id.as_str());
+        let state = SessionState::from_events(session_id, events)?;
+        Ok(Self::after(&state, events, durability))
+    }
+}
+
+/// Append-only per-session logs with optimistic concurrency.
 #[async_trait]
-pub trait EventStore: Send + Sync {
-    /// Appends `events` after seq `expected_seq` (0 creates the session).
+pub trait EventLog: Send + Sync {
+    /// Appends `append.events` after seq `append.expected_seq`.
     ///
     /// All or nothing: fails with [`StoreError::Conflict`] and writes nothing when the
-    /// log's last seq is not `expected_seq`. The events must belong to `session_id`
-    /// and carry seqs `expected_seq + 1, expected_seq + 2, …`.
-    async fn append(
-        &self,
-        session_id: &str,
-        expected_seq: u64,
-        events: &[Event],
-        durability: Durability,
-    ) -> Result<(), StoreError>;
+    /// log's last seq is not `expected_seq`. The events must belong to the session
+    /// and carry the seqs that follow `expected_seq`.
+    async fn append(&self, append: Append<'_>) -> Result<(), StoreError>;
 
-    /// The whole log of a session, in seq order.
+    /// The whole log of a session, in seq order; [`StoreError::NotFound`] when the
+    /// session does not exist.
     async fn load(&self, session_id: &str) -> Result<Vec<Event>, StoreError>;
 
+    /// The events after seq `after`, in order (all of them for 0).
+    async fn load_after(&self, session_id: &str, after: u64) -> Result<Vec<Event>, StoreError> {
+        let mut events = self.load(session_id).await?;
+        events.retain(|event| event.seq > after);
+        Ok(events)
+    }
+}
+
+/// The list of stored sessions.
+#[async_trait]
+pub trait SessionIndex: Send + Sync {
     /// Every session, newest first.
     async fn sessions(&self) -> Result<Vec<SessionSummary>, StoreError>;
+}
 
+/// Leases: one engine drives a session at a time.
+#[async_trait]
+pub trait LeaseStore: Send + Sync {
     /// Takes the lease on a session for `owner` for `ttl`, or fails with
     /// [`StoreError::Leased`] while another live owner holds it. A lease whose holder
     /// expired or is known to be dead is taken over at once.
@@ -121,31 +176,28 @@ pub trait EventStore: Send + Sync {
 
     /// Gives up `owner`'s lease; releasing a lease one does not hold does nothing.
     async fn release_lease(&self, session_id: &str, owner: &str) -> Result<(), StoreError>;
+}
 
-    /// The events after seq `after`, in order (all of them for 0).
-    async fn load_after(&self, session_id: &str, after: u64) -> Result<Vec<Event>, StoreError> {
-        let mut events = self.load(session_id).await?;
-        events.retain(|event| event.seq > after);
-        Ok(events)
-    }
-
-    /// Keeps `snapshot`, the folded state at `seq`, replacing older snapshots. A
-    /// snapshot is a cache: a store may drop it, and losing it changes no result.
+/// Snapshots of folded state: a cache a store may drop; losing one changes no
+/// result.
+#[async_trait]
+pub trait SnapshotStore: Send + Sync {
+    /// Keeps `snapshot`, the folded state at `seq`, replacing older snapshots.
     async fn save_snapshot(
         &self,
         session_id: &str,
         seq: u64,
         snapshot: &Value,
-    ) -> Result<(), StoreError> {
-        let _ = (session_id, seq, snapshot);
-        Ok(())
-    }
+    ) -> Result<(), StoreError>;
 
     /// The newest snapshot of a session and the seq it folds, if any.
-    async fn load_snapshot(&self, session_id: &str) -> Result<Option<(u64, Value)>, StoreError> {
-        let _ = session_id;
-        Ok(None)
-    }
+    async fn load_snapshot(&self, session_id: &str) -> Result<Option<(u64, Value)>, StoreError>;
 }
+
+/// Everything the engine asks of a store: a log, a session index, leases and
+/// snapshots. Implemented for every type that has the four.
+pub trait EventStore: EventLog + SessionIndex + LeaseStore + SnapshotStore {}
+
+impl<T: EventLog + SessionIndex + LeaseStore + SnapshotStore + ?Sized> EventStore for T {}
 
 pub use self::memory::MemoryStore;

@@ -17,7 +17,9 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 use agent_core::store::support::check_batch;
-use agent_core::{Durability, Event, EventStore, SessionSummary, StoreError};
+use agent_core::{
+    Append, Event, EventLog, LeaseStore, SessionIndex, SessionSummary, SnapshotStore, StoreError,
+};
 use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde_json::Value;
@@ -26,10 +28,10 @@ use tokio::sync::oneshot;
 use self::lease::{acquire, renew};
 use self::read::load_events;
 use self::schema::{check_compatible, migrate};
-pub use self::writer::CommitStats;
 use self::writer::{AppendJob, Job, write_loop};
 use crate::error::OpenError;
 use crate::process::ProcessIdentity;
+pub use crate::stats::CommitStats;
 
 /// How long a write waits for another process's write lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -72,7 +74,7 @@ impl SqliteStore {
     pub fn open_existing(path: impl AsRef<Path>) -> Result<Self, OpenError> {
         let path = path.as_ref();
         if !path.exists() {
-            return Err(OpenError::Missing(path.to_owned()));
+            return Err(OpenError::Missing(path.display().to_string()));
         }
         Self::open_with(path, OpenFlags::empty())
     }
@@ -188,21 +190,16 @@ pub(super) fn sql_error(err: rusqlite::Error) -> StoreError {
 }
 
 #[async_trait]
-impl EventStore for SqliteStore {
-    async fn append(
-        &self,
-        session_id: &str,
-        expected_seq: u64,
-        events: &[Event],
-        durability: Durability,
-    ) -> Result<(), StoreError> {
-        check_batch(session_id, expected_seq, events)?;
+impl EventLog for SqliteStore {
+    async fn append(&self, append: Append<'_>) -> Result<(), StoreError> {
+        check_batch(append.session_id, append.expected_seq, append.events)?;
         let (reply, answer) = oneshot::channel();
         let job = Job::Append(AppendJob {
-            session_id: session_id.to_owned(),
-            expected: expected_seq,
-            events: events.to_vec(),
-            durability,
+            session_id: append.session_id.to_owned(),
+            expected: append.expected_seq,
+            events: append.events.to_vec(),
+            status: append.status,
+            durability: append.durability,
             reply,
         });
         self.writer.send(job).map_err(|_| writer_gone())?;
@@ -220,46 +217,10 @@ impl EventStore for SqliteStore {
         self.read(move |conn| load_events(conn, &session_id, after))
             .await
     }
+}
 
-    async fn save_snapshot(
-        &self,
-        session_id: &str,
-        seq: u64,
-        snapshot: &Value,
-    ) -> Result<(), StoreError> {
-        let (session_id, body) = (session_id.to_owned(), snapshot.to_string());
-        self.write(move |conn| {
-            conn.pragma_update(None, "synchronous", "NORMAL")
-                .map_err(sql_error)?;
-            conn.prepare_cached(
-                "INSERT INTO snapshots (session_id, seq, body) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, body = excluded.body
-                 WHERE excluded.seq > snapshots.seq",
-            )
-            .and_then(|mut upsert| upsert.execute(params![session_id, seq, body]))
-            .map(|_| ())
-            .map_err(sql_error)
-        })
-        .await
-    }
-
-    async fn load_snapshot(&self, session_id: &str) -> Result<Option<(u64, Value)>, StoreError> {
-        let session_id = session_id.to_owned();
-        self.read(move |conn| {
-            let row: Option<(u64, String)> = conn
-                .prepare_cached("SELECT seq, body FROM snapshots WHERE session_id = ?1")
-                .and_then(|mut select| {
-                    select
-                        .query_row([&session_id], |row| Ok((row.get(0)?, row.get(1)?)))
-                        .optional()
-                })
-                .map_err(sql_error)?;
-            Ok(row
-                .and_then(|(seq, body)| serde_json::from_str(&body).ok().map(|value| (seq, value))))
-        })
-        .await
-    }
-
+#[async_trait]
+impl SessionIndex for SqliteStore {
     async fn sessions(&self) -> Result<Vec<SessionSummary>, StoreError> {
         self.read(|conn| {
             let mut statement = conn
@@ -295,7 +256,10 @@ impl EventStore for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl LeaseStore for SqliteStore {
     async fn acquire_lease(
         &self,
         session_id: &str,
@@ -329,6 +293,48 @@ impl EventStore for SqliteStore {
                 .and_then(|mut delete| delete.execute([&session_id, &owner]))
                 .map(|_| ())
                 .map_err(sql_error)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl SnapshotStore for SqliteStore {
+    async fn save_snapshot(
+        &self,
+        session_id: &str,
+        seq: u64,
+        snapshot: &Value,
+    ) -> Result<(), StoreError> {
+        let (session_id, body) = (session_id.to_owned(), snapshot.to_string());
+        self.write(move |conn| {
+            conn.pragma_update(None, "synchronous", "NORMAL")
+                .map_err(sql_error)?;
+            conn.prepare_cached(
+                "INSERT INTO snapshots (session_id, seq, body) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, body = excluded.body
+                 WHERE excluded.seq > snapshots.seq",
+            )
+            .and_then(|mut upsert| upsert.execute(params![session_id, seq, body]))
+            .map(|_| ())
+            .map_err(sql_error)
+        })
+        .await
+    }
+
+    async fn load_snapshot(&self, session_id: &str) -> Result<Option<(u64, Value)>, StoreError> {
+        let session_id = session_id.to_owned();
+        self.read(move |conn| {
+            let row: Option<(u64, String)> = conn
+                .prepare_cached("SELECT seq, body FROM snapshots WHERE session_id = ?1")
+                .and_then(|mut select| {
+                    select
+                        .query_row([&session_id], |row| Ok((row.get(0)?, row.get(1)?)))
+                        .optional()
+                })
+                .map_err(sql_error)?;
+            Ok(row
+                .and_then(|(seq, body)| serde_json::from_str(&body).ok().map(|value| (seq, value))))
         })
         .await
     }

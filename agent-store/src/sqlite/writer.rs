@@ -3,7 +3,6 @@
 //! (a savepoint per append, so one conflict does not abort the others) and
 //! acknowledges each caller only after that commit: group commit.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 
 use agent_core::store::support::started_task;
@@ -11,39 +10,17 @@ use agent_core::{Durability, Event, PublicStatus, StoreError};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use tokio::sync::oneshot;
 
+use crate::stats::CommitStats;
+
 /// Most appends committed in one transaction.
 const MAX_GROUP: usize = 512;
-
-/// Counters of what a store has committed, for benchmarks.
-#[derive(Debug, Default)]
-pub struct CommitStats {
-    pub(super) commits: AtomicU64,
-    durable_commits: AtomicU64,
-    appends: AtomicU64,
-}
-
-impl CommitStats {
-    /// Transactions committed.
-    pub fn commits(&self) -> u64 {
-        self.commits.load(Ordering::Relaxed)
-    }
-
-    /// Transactions committed with `synchronous=FULL` (one WAL fsync each).
-    pub fn durable_commits(&self) -> u64 {
-        self.durable_commits.load(Ordering::Relaxed)
-    }
-
-    /// Appends acknowledged.
-    pub fn appends(&self) -> u64 {
-        self.appends.load(Ordering::Relaxed)
-    }
-}
 
 /// An append waiting for the writer thread.
 pub(super) struct AppendJob {
     pub(super) session_id: String,
     pub(super) expected: u64,
     pub(super) events: Vec<Event>,
+    pub(super) status: PublicStatus,
     pub(super) durability: Durability,
     pub(super) reply: oneshot::Sender<Result<(), StoreError>>,
 }
@@ -86,13 +63,10 @@ fn commit_group(conn: &mut Connection, group: Vec<AppendJob>, stats: &CommitStat
     let durable = group.iter().any(|job| job.durability == Durability::Full);
     match append_group(conn, &group, durable) {
         Ok(results) => {
-            stats.commits.fetch_add(1, Ordering::Relaxed);
-            if durable {
-                stats.durable_commits.fetch_add(1, Ordering::Relaxed);
-            }
+            stats.committed(durable);
             for (job, result) in group.into_iter().zip(results) {
                 if result.is_ok() {
-                    stats.appends.fetch_add(1, Ordering::Relaxed);
+                    stats.acknowledged();
                 }
                 let _ = job.reply.send(result);
             }
@@ -165,7 +139,7 @@ fn append_one(
     let (Some(first), Some(last)) = (job.events.first(), job.events.last()) else {
         return Ok(Ok(()));
     };
-    let status = PublicStatus::after(&last.kind).as_str();
+    let status = job.status.as_str();
     if job.expected == 0 {
         conn.prepare_cached(
             "INSERT INTO sessions (session_id, task, status, last_seq, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",

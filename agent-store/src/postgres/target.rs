@@ -1,0 +1,107 @@
+//! `PostgresTarget`: a parsed `postgres://` URL. It keeps the password only
+//! inside the driver's configuration; everything it shows names the host, port
+//! and database alone.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use tokio_postgres::config::Host;
+
+use crate::error::OpenError;
+use crate::url::redacted;
+
+/// How long connecting to the server may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where a PostgreSQL store lives.
+#[derive(Clone)]
+pub struct PostgresTarget {
+    config: tokio_postgres::Config,
+    shown: String,
+    password: Option<String>,
+}
+
+impl PostgresTarget {
+    /// Parses `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (libpq's URL
+    /// form, query parameters included).
+    pub fn parse(url: &str) -> Result<Self, OpenError> {
+        let mut config = tokio_postgres::Config::from_str(url).map_err(|err| {
+            OpenError::UnsupportedUrl(format!(
+                "{} ({})",
+                redacted(url),
+                without(&err.to_string(), password_in(url).as_deref())
+            ))
+        })?;
+        let Some(dbname) = config.get_dbname().map(str::to_owned) else {
+            return Err(OpenError::UnsupportedUrl(format!(
+                "{} (name the database: postgres://USER@HOST:PORT/DATABASE)",
+                redacted(url)
+            )));
+        };
+        let host = match config.get_hosts().first() {
+            Some(Host::Tcp(host)) => host.clone(),
+            Some(Host::Unix(path)) => path.display().to_string(),
+            None => "localhost".to_owned(),
+        };
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        // Every statement is prepared once per connection, and its parameters (ids,
+        // arrays) never make a custom plan better: plan it once.
+        let options = match config.get_options() {
+            Some(given) => format!("{given} -c plan_cache_mode=force_generic_plan"),
+            None => "-c plan_cache_mode=force_generic_plan".to_owned(),
+        };
+        config
+            .keepalives(true)
+            .application_name("agent")
+            .options(&options);
+        let password = config
+            .get_password()
+            .map(|bytes| String::from_utf8_lossy(bytes).into_owned());
+        Ok(Self {
+            config,
+            shown: format!("postgres://{host}:{port}/{dbname}"),
+            password,
+        })
+    }
+
+    /// The driver's configuration.
+    pub(crate) fn config(&self) -> &tokio_postgres::Config {
+        &self.config
+    }
+
+    /// `message` with the password, if any, removed.
+    pub(crate) fn scrub(&self, message: &str) -> String {
+        without(message, self.password.as_deref())
+    }
+}
+
+/// The password of a URL, if it has one, for scrubbing parse errors.
+fn password_in(url: &str) -> Option<String> {
+    let (_, rest) = url.split_once("://")?;
+    let (credentials, _) = rest.rsplit_once('@')?;
+    let (_, password) = credentials.split_once(':')?;
+    (!password.is_empty()).then(|| password.to_owned())
+}
+
+fn without(message: &str, secret: Option<&str>) -> String {
+    match secret.filter(|secret| !secret.is_empty()) {
+        Some(secret) => message.replace(secret, "[redacted]"),
+        None => message.to_owned(),
+    }
+}
+
+impl fmt::Display for PostgresTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+impl fmt::Debug for PostgresTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("PostgresTarget").field(&self.shown).finish()
+    }
+}

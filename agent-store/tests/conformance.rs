@@ -1,0 +1,63 @@
+//! The store conformance suite of `agent-testkit`, against every store: memory,
+//! SQLite and PostgreSQL (the throw-away test server).
+
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
+use std::sync::Arc;
+
+use agent_core::{EventStore, MemoryStore};
+use agent_testkit::conformance::Opener;
+
+mod memory {
+    use super::*;
+
+    fn opener() -> Opener {
+        let store: Arc<dyn EventStore> = Arc::new(MemoryStore::new());
+        Arc::new(move || {
+            let store = Arc::clone(&store);
+            Box::pin(async move { Some(store) })
+        })
+    }
+
+    agent_testkit::store_conformance!(opener());
+}
+
+mod sqlite {
+    use super::*;
+
+    fn opener() -> Opener {
+        let path = std::env::temp_dir().join(format!(
+            "agent-conformance-{}-{}.db",
+            std::process::id(),
+            agent_core::new_session_id()
+        ));
+        Arc::new(move || {
+            let path = path.clone();
+            Box::pin(async move {
+                Some(Arc::new(agent_store::SqliteStore::open(&path).unwrap()) as Arc<dyn EventStore>)
+            })
+        })
+    }
+
+    agent_testkit::store_conformance!(opener());
+}
+
+mod postgres {
+    use super::*;
+
+    fn opener() -> Opener {
+        Arc::new(|| {
+            Box::pin(async {
+                let url = agent_testkit::postgres::test_url()?;
+                Some(agent_store::open_url(&url, true).await.unwrap())
+            })
+        })
+    }
+
+    agent_testkit::store_conformance!(opener());
+}

@@ -1,0 +1,353 @@
+//! One conformance suite for every event store: the same cases, the same
+//! expectations, run against `MemoryStore`, `SqliteStore` and `PostgresStore`
+//! (LangGraph's checkpointer tests are the model). A store passes by opening a
+//! handle onto the same storage each time it is asked ([`Opener`]); the cases use
+//! session ids of their own, so they can share one database.
+//!
+//! ```ignore
+//! agent_testkit::store_conformance!(|| async { Some(open_my_store().await) });
+//! ```
+
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use agent_core::{
+    Append, Durability, Event, EventKind, EventStore, ExitReason, PublicStatus, StoreError,
+};
+use serde_json::json;
+
+/// Opens another handle onto the store under test; `None` skips the suite (a
+/// service that is missing on a developer's machine).
+pub type Opener = Arc<
+    dyn Fn() -> Pin<Box<dyn Future<Output = Option<Arc<dyn EventStore>>> + Send>> + Send + Sync,
+>;
+
+/// A session id no other case or run uses.
+fn unique(name: &str) -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{name}-{}-{}-{}",
+        std::process::id(),
+        agent_core::now_millis(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn started(session: &str) -> Event {
+    Event::new(
+        session,
+        1,
+        EventKind::SessionStarted {
+            task: format!("task of {session}"),
+            strategy: "react".into(),
+            config: json!({"model": "scripted:x"}),
+        },
+    )
+}
+
+fn requested(session: &str, seq: u64) -> Event {
+    Event::new(
+        session,
+        seq,
+        EventKind::ModelRequested {
+            step: u32::try_from(seq).unwrap_or(u32::MAX),
+        },
+    )
+}
+
+fn append<'a>(events: &'a [Event], expected: u64, status: PublicStatus) -> Append<'a> {
+    Append {
+        session_id: &events[0].session_id,
+        expected_seq: expected,
+        events,
+        status,
+        durability: Durability::Full,
+    }
+}
+
+async fn create(store: &dyn EventStore, session: &str) {
+    store
+        .append(append(&[started(session)], 0, PublicStatus::Running))
+        .await
+        .unwrap();
+}
+
+/// Appended events come back in order, also from a new handle; sessions list
+/// newest first with the status their writer folded; an unknown id is not found.
+pub async fn appends_survive_a_reopen_and_list_newest_first(open: &Opener) {
+    let Some(store) = open().await else { return };
+    let (a, b) = (unique("a"), unique("b"));
+    create(store.as_ref(), &a).await;
+    store
+        .append(Append {
+            durability: Durability::Process,
+            ..append(
+                &[requested(&a, 2), requested(&a, 3)],
+                1,
+                PublicStatus::Running,
+            )
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    create(store.as_ref(), &b).await;
+    let failed = Event::new(
+        &b,
+        2,
+        EventKind::Failed {
+            exit_reason: ExitReason::Cancelled,
+            budget: None,
+            error: None,
+        },
+    );
+    store
+        .append(append(&[failed], 1, PublicStatus::Failed))
+        .await
+        .unwrap();
+    drop(store);
+    let store = open().await.unwrap();
+    let log = store.load(&a).await.unwrap();
+    assert_eq!(log.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(
+        log[0],
+        Event {
+            at: log[0].at,
+            ..started(&a)
+        }
+    );
+    assert_eq!(store.load_after(&a, 1).await.unwrap(), log[1..]);
+    let sessions: Vec<_> = store
+        .sessions()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.session_id == a || s.session_id == b)
+        .collect();
+    let ids: Vec<&str> = sessions.iter().map(|s| s.session_id.as_str()).collect();
+    assert_eq!(ids, [b.as_str(), a.as_str()], "newest first");
+    assert_eq!(sessions[0].status, PublicStatus::Failed);
+    assert_eq!(sessions[1].status, PublicStatus::Running);
+    assert_eq!(sessions[1].task, format!("task of {a}"));
+    assert!(matches!(
+        store.load(&unique("nobody")).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+/// A stale append conflicts, names the real last seq and writes nothing;
+/// creating a session twice conflicts; a batch that skips a seq or names another
+/// session is refused.
+pub async fn a_stale_append_is_a_conflict_and_writes_nothing(open: &Opener) {
+    let Some(store) = open().await else { return };
+    let s = unique("conflict");
+    create(store.as_ref(), &s).await;
+    store
+        .append(append(&[requested(&s, 2)], 1, PublicStatus::Running))
+        .await
+        .unwrap();
+    let err = store
+        .append(append(
+            &[requested(&s, 2), requested(&s, 3)],
+            1,
+            PublicStatus::Running,
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::Conflict {
+                expected: 1,
+                actual: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        store.load(&s).await.unwrap().len(),
+        2,
+        "nothing was written"
+    );
+    let err = store
+        .append(append(&[started(&s)], 0, PublicStatus::Running))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::Conflict { .. }),
+        "creating twice: {err}"
+    );
+    let err = store
+        .append(append(&[requested(&s, 4)], 2, PublicStatus::Running))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::InvalidBatch(_)), "{err}");
+    let other = unique("other");
+    let err = store
+        .append(Append {
+            session_id: &other,
+            ..append(&[started(&s)], 0, PublicStatus::Running)
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::InvalidBatch(_)), "{err}");
+    assert!(matches!(
+        store.load(&other).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+/// Eight writers on their own handles race on one session: every seq has one
+/// winner and the log has no gap.
+pub async fn racing_writers_leave_a_gap_free_log_with_one_winner_per_seq(open: &Opener) {
+    let Some(first) = open().await else { return };
+    let s = unique("race");
+    create(first.as_ref(), &s).await;
+    let per_writer = 20;
+    let mut tasks = Vec::new();
+    for writer in 0..8 {
+        let store = open().await.unwrap();
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut won = Vec::new();
+            while won.len() < per_writer {
+                let last = store.load(&s).await.unwrap().last().unwrap().seq;
+                let event = requested(&s, last + 1);
+                match store
+                    .append(append(&[event], last, PublicStatus::Running))
+                    .await
+                {
+                    Ok(()) => won.push(last + 1),
+                    Err(StoreError::Conflict { .. }) => {}
+                    Err(other) => panic!("writer {writer}: {other}"),
+                }
+            }
+            won
+        }));
+    }
+    let mut all = BTreeSet::new();
+    for task in tasks {
+        for seq in task.await.unwrap() {
+            assert!(all.insert(seq), "seq {seq} won twice");
+        }
+    }
+    let total = all.len() as u64;
+    let seqs: Vec<u64> = first
+        .load(&s)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, (1..=total + 1).collect::<Vec<_>>(), "gap-free");
+    assert_eq!(all, (2..=total + 1).collect::<BTreeSet<_>>());
+}
+
+/// Fifty sessions appending at once are all acknowledged and all there.
+pub async fn concurrent_appends_of_many_sessions_are_all_acknowledged(open: &Opener) {
+    let Some(store) = open().await else { return };
+    let prefix = unique("many");
+    let mut tasks = Vec::new();
+    for n in 0..50 {
+        let store = Arc::clone(&store);
+        let id = format!("{prefix}-{n}");
+        tasks.push(tokio::spawn(async move {
+            create(store.as_ref(), &id).await;
+            for seq in 2..=5 {
+                store
+                    .append(append(
+                        &[requested(&id, seq)],
+                        seq - 1,
+                        PublicStatus::Running,
+                    ))
+                    .await
+                    .unwrap();
+            }
+            id
+        }));
+    }
+    for task in tasks {
+        let id = task.await.unwrap();
+        assert_eq!(store.load(&id).await.unwrap().len(), 5);
+    }
+}
+
+/// A live lease refuses others; renewing returns the log's last seq; only the
+/// holder releases; an expired lease is taken over and its old holder has lost it.
+pub async fn leases_refuse_others_until_they_expire(open: &Opener) {
+    let Some(store) = open().await else { return };
+    let s = unique("lease");
+    let long = Duration::from_secs(60);
+    store.acquire_lease(&s, "a", long).await.unwrap();
+    store.acquire_lease(&s, "a", long).await.unwrap();
+    let err = store.acquire_lease(&s, "b", long).await.unwrap_err();
+    assert!(matches!(err, StoreError::Leased { .. }), "{err}");
+    assert_eq!(store.renew_lease(&s, "a", long).await.unwrap(), 0);
+    create(store.as_ref(), &s).await;
+    assert_eq!(store.renew_lease(&s, "a", long).await.unwrap(), 1);
+    store.release_lease(&s, "b").await.unwrap();
+    assert!(
+        store.acquire_lease(&s, "b", long).await.is_err(),
+        "b cannot release a's lease"
+    );
+    store.acquire_lease(&s, "a", Duration::ZERO).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    store.acquire_lease(&s, "b", long).await.unwrap();
+    assert!(matches!(
+        store.renew_lease(&s, "a", long).await,
+        Err(StoreError::LeaseLost(_))
+    ));
+    store.release_lease(&s, "b").await.unwrap();
+    store.acquire_lease(&s, "c", long).await.unwrap();
+}
+
+/// The newest snapshot is kept; an older one does not replace it.
+pub async fn the_newest_snapshot_is_kept(open: &Opener) {
+    let Some(store) = open().await else { return };
+    let s = unique("snapshot");
+    create(store.as_ref(), &s).await;
+    assert_eq!(store.load_snapshot(&s).await.unwrap(), None);
+    store.save_snapshot(&s, 5, &json!({"at": 5})).await.unwrap();
+    store.save_snapshot(&s, 3, &json!({"at": 3})).await.unwrap();
+    assert_eq!(
+        store.load_snapshot(&s).await.unwrap(),
+        Some((5, json!({"at": 5})))
+    );
+    store.save_snapshot(&s, 9, &json!({"at": 9})).await.unwrap();
+    assert_eq!(store.load_snapshot(&s).await.unwrap().unwrap().0, 9);
+}
+
+/// One `#[tokio::test]` per conformance case, for the store `opener` opens
+/// (an expression of type [`Opener`]).
+#[macro_export]
+macro_rules! store_conformance {
+    ($opener:expr) => {
+        $crate::store_conformance!(@cases $opener;
+            appends_survive_a_reopen_and_list_newest_first,
+            a_stale_append_is_a_conflict_and_writes_nothing,
+            racing_writers_leave_a_gap_free_log_with_one_winner_per_seq,
+            concurrent_appends_of_many_sessions_are_all_acknowledged,
+            leases_refuse_others_until_they_expire,
+            the_newest_snapshot_is_kept);
+    };
+    (@cases $opener:expr; $($case:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let opener: $crate::conformance::Opener = $opener;
+                $crate::conformance::$case(&opener).await;
+            }
+        )*
+    };
+}

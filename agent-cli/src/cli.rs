@@ -211,6 +211,12 @@ pub struct RunFlags {
     /// Time allowed for one provider request in seconds (default 120).
     #[arg(long, value_name = "SECS", value_parser = parse_seconds, allow_negative_numbers = true)]
     pub request_timeout: Option<f64>,
+    /// Time allowed for one tool call in seconds, every tool (default 1800).
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds, allow_negative_numbers = true)]
+    pub tool_timeout: Option<f64>,
+    /// Retries of a failed call of an idempotent or MCP tool (default 2).
+    #[arg(long, value_name = "N")]
+    pub tool_retries: Option<u32>,
     /// Append a JSONL trace of the run to FILE.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
@@ -223,6 +229,34 @@ pub struct RunFlags {
     /// Where sessions are stored.
     #[command(flatten)]
     pub store: StoreArgs,
+}
+
+impl RunFlags {
+    /// The run options these flags ask for.
+    pub fn options(&self) -> agent_runtime::RunOptions {
+        agent_runtime::RunOptions {
+            model: self.model.clone(),
+            strategy: self.strategy.clone(),
+            approve_tools: self.approve_tools.clone(),
+            tools: self.tools.clone(),
+            workspace: self.workspace.clone(),
+            allow_cmd: self.allow_cmd.clone(),
+            finish_when: self.finish_when.clone(),
+            mcp: (!self.mcp.is_empty()).then(|| self.mcp.clone()),
+            mcp_timeout_secs: self.mcp_timeout,
+            max_steps: self.max_steps,
+            max_tokens: self.max_tokens,
+            max_model_calls: self.max_model_calls,
+            max_tool_calls: self.max_tool_calls,
+            max_output_tokens: self.max_output_tokens,
+            timeout_secs: self.timeout,
+            request_timeout_secs: self.request_timeout,
+            tool_timeout_secs: self.tool_timeout,
+            tool_retries: self.tool_retries,
+            trace: self.trace.clone(),
+            trace_content: self.trace_content.clone(),
+        }
+    }
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {

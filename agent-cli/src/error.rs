@@ -61,3 +61,21 @@ impl From<agent::ControlError> for CliError {
         }
     }
 }
+
+impl From<agent_runtime::ConfigError> for CliError {
+    fn from(err: agent_runtime::ConfigError) -> Self {
+        Self::Usage(err.to_string())
+    }
+}
+
+impl From<agent_runtime::control::DecisionError> for CliError {
+    fn from(err: agent_runtime::control::DecisionError) -> Self {
+        use agent_runtime::control::DecisionError;
+        match err {
+            DecisionError::Control(control) => control.into(),
+            DecisionError::Store(store) => store.into(),
+            DecisionError::InvalidArguments(message) => Self::Usage(format!("--args: {message}")),
+            DecisionError::Trace(message) => Self::Internal(message),
+        }
+    }
+}

@@ -3,10 +3,8 @@
 
 mod cli;
 mod commands;
-mod config;
 mod console;
 mod error;
-mod model;
 mod output;
 mod store;
 

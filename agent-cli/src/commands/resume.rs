@@ -4,10 +4,11 @@
 //! is given again.
 
 use agent::{EventKind, SessionState};
+use agent_runtime::{Session, SessionConfig};
 
 use crate::cli::ResumeArgs;
-use crate::config::RunConfig;
-use crate::console::{console, report};
+use crate::commands::run::{current_dir, sinks};
+use crate::console::report;
 use crate::error::CliError;
 use crate::store;
 
@@ -35,15 +36,15 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
             args.session_id
         )));
     }
-    let mut recorded = RunConfig::recorded(config)?;
+    let mut recorded = SessionConfig::recorded(config)?;
     if events
         .iter()
         .any(|event| matches!(event.kind, EventKind::Forked { .. }))
     {
         recorded.trace = None;
     }
-    let config = RunConfig::from_flags(&args.flags, Some(&recorded))?;
-    let session = config.engine(store, console(args.flags.json)).await?;
+    let config = SessionConfig::resolve(&args.flags.options(), Some(&recorded), &current_dir()?)?;
+    let session = Session::open(&config, store, sinks(args.flags.json)).await?;
     let outcome = session.engine.resume(&args.session_id).await;
     session.shutdown().await;
     report(&outcome?, args.flags.json)

@@ -2,6 +2,7 @@
 //! OpenAI-compatible and Anthropic servers (keys from the environment only, every
 //! provider behind the retry layer), and the JSON-text adapter.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,25 +13,26 @@ use agent::providers::{
 };
 use agent::{Event, EventStore, Layer, Model};
 
-use crate::error::CliError;
+use crate::error::ConfigError;
 
-/// The spec as it is recorded: checked, with a script path made absolute.
-pub fn normalise(spec: &str) -> Result<String, CliError> {
-    let parsed = ModelSpec::parse(spec).map_err(|err| CliError::Usage(err.to_string()))?;
-    Ok(absolute(parsed)?.to_string())
+/// The spec as it is recorded: checked, with a script path made absolute
+/// (relative to `cwd`).
+pub fn normalise(spec: &str, cwd: &Path) -> Result<String, ConfigError> {
+    let parsed = ModelSpec::parse(spec).map_err(|err| ConfigError::new(err.to_string()))?;
+    Ok(absolute(parsed, cwd)?.to_string())
 }
 
-fn absolute(spec: ModelSpec) -> Result<ModelSpec, CliError> {
+fn absolute(spec: ModelSpec, cwd: &Path) -> Result<ModelSpec, ConfigError> {
     match spec {
         ModelSpec::Scripted { path } => {
-            let absolute = std::path::absolute(&path).map_err(|err| {
-                CliError::Usage(format!("--model: bad script path `{path}`: {err}"))
+            let absolute = std::path::absolute(cwd.join(&path)).map_err(|err| {
+                ConfigError::new(format!("--model: bad script path `{path}`: {err}"))
             })?;
             Ok(ModelSpec::Scripted {
                 path: absolute.display().to_string(),
             })
         }
-        ModelSpec::JsonText(inner) => Ok(ModelSpec::JsonText(Box::new(absolute(*inner)?))),
+        ModelSpec::JsonText(inner) => Ok(ModelSpec::JsonText(Box::new(absolute(*inner, cwd)?))),
         other => Ok(other),
     }
 }
@@ -40,8 +42,8 @@ pub async fn build(
     spec: &str,
     store: &dyn EventStore,
     request_timeout: Duration,
-) -> Result<Arc<dyn Model>, CliError> {
-    let spec = ModelSpec::parse(spec).map_err(|err| CliError::Usage(err.to_string()))?;
+) -> Result<Arc<dyn Model>, ConfigError> {
+    let spec = ModelSpec::parse(spec).map_err(|err| ConfigError::new(err.to_string()))?;
     let recorded = match &spec {
         ModelSpec::Replay { session_id } => Some(replayed(store, session_id).await?),
         ModelSpec::JsonText(inner) => match inner.as_ref() {
@@ -53,12 +55,14 @@ pub async fn build(
     instantiate(&spec, recorded.as_deref(), request_timeout)
 }
 
-async fn replayed(store: &dyn EventStore, session_id: &str) -> Result<Vec<Event>, CliError> {
+async fn replayed(store: &dyn EventStore, session_id: &str) -> Result<Vec<Event>, ConfigError> {
     store.load(session_id).await.map_err(|err| match err {
-        agent::StoreError::NotFound(_) => CliError::Usage(format!(
+        agent::StoreError::NotFound(_) => ConfigError::new(format!(
             "--model replay:{session_id}: no session with that id in this store"
         )),
-        other => CliError::from(other),
+        other => ConfigError::new(format!(
+            "--model replay:{session_id}: the session cannot be read: {other}"
+        )),
     })
 }
 
@@ -66,12 +70,12 @@ fn instantiate(
     spec: &ModelSpec,
     recorded: Option<&[Event]>,
     timeout: Duration,
-) -> Result<Arc<dyn Model>, CliError> {
-    let provider_error = |err: String| CliError::Usage(format!("--model {spec}: {err}"));
+) -> Result<Arc<dyn Model>, ConfigError> {
+    let provider_error = |err: String| ConfigError::new(format!("--model {spec}: {err}"));
     Ok(match spec {
         ModelSpec::Scripted { path } => Arc::new(
             ScriptedModel::from_file(path)
-                .map_err(|err| CliError::Usage(format!("--model: {err}")))?,
+                .map_err(|err| ConfigError::new(format!("--model: {err}")))?,
         ),
         ModelSpec::Replay { session_id } => Arc::new(ReplayModel::from_events(
             session_id,
@@ -119,7 +123,7 @@ fn provider_config(
     prefix: &str,
     default_base: &str,
     timeout: Duration,
-) -> Result<ProviderConfig, CliError> {
+) -> Result<ProviderConfig, ConfigError> {
     let base_url = base_url
         .clone()
         .or_else(|| env(&format!("{prefix}_BASE_URL")))
@@ -140,11 +144,11 @@ fn env(name: &str) -> Option<String> {
 }
 
 /// The key in `variable`; only a server on this machine may go without one.
-fn key(variable: &str, base_url: &str, spec: &ModelSpec) -> Result<Option<String>, CliError> {
+fn key(variable: &str, base_url: &str, spec: &ModelSpec) -> Result<Option<String>, ConfigError> {
     match env(variable) {
         Some(key) => Ok(Some(key)),
         None if is_local(base_url) => Ok(None),
-        None => Err(CliError::Usage(format!(
+        None => Err(ConfigError::new(format!(
             "--model {spec}: {variable} is not set; export it, or point the spec at a local server (MODEL@http://127.0.0.1:PORT/...)"
         ))),
     }

@@ -1,0 +1,26 @@
+//! The agent runtime as a library: what turns a recorded session configuration
+//! into a running engine, shared by the `agent` command, its workers and its HTTP
+//! server (and by programs of your own).
+//!
+//! - [`SessionConfig`]: everything a session is given, recorded in its first
+//!   event (versioned); [`RunOptions`] are what a caller asks for on top of it.
+//! - [`Session`]: the engine a configuration describes — model, tools (with the
+//!   configured timeout, retry and circuit breaker), MCP servers, strategy,
+//!   budgets, completion gate, trace file.
+//! - [`control`]: human decisions on stored sessions.
+
+mod config;
+pub mod control;
+mod error;
+mod model;
+mod session;
+mod tools;
+
+pub use config::{
+    CONFIG_VERSION, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_TOOL_RETRIES, DEFAULT_TOOL_TIMEOUT,
+    RunOptions, SessionConfig,
+};
+pub use error::ConfigError;
+pub use model::{build as build_model, normalise as normalise_model};
+pub use session::{Session, SessionOptions, trace_sink};
+pub use tools::{SessionTools, builtin_registry};

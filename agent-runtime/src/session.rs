@@ -1,0 +1,126 @@
+//! From a session configuration to a running engine: the model its spec names,
+//! its tools, its strategy (behind Human-in-the-Loop when any call may need
+//! approval), its budgets, its completion gate and its trace file.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent::strategies::{ApprovalPolicy, Hitl, PlanExecute, ReAct};
+use agent::tools::{CommandGate, DEFAULT_GATE_TIMEOUT};
+use agent::trace::{ContentMode, JsonlTrace};
+use agent::{Engine, EventSink, EventStore, ExecutionStrategy, Tool, Toolbox};
+
+use crate::config::SessionConfig;
+use crate::error::ConfigError;
+use crate::tools::SessionTools;
+
+/// What a session is run with besides its configuration.
+#[derive(Clone, Default)]
+pub struct SessionOptions {
+    /// Observers of committed events besides the configured trace file (a console).
+    pub sinks: Vec<Arc<dyn EventSink>>,
+    /// Tools registered in code, offered beside the configured ones.
+    pub extra_tools: Vec<Arc<dyn Tool>>,
+}
+
+/// An engine built from a session configuration, and the MCP servers whose tools
+/// it offers; call [`Session::shutdown`] when the run ends.
+pub struct Session {
+    /// The engine.
+    pub engine: Engine,
+    tools: SessionTools,
+}
+
+impl Session {
+    /// Builds the engine `config` describes on `store`.
+    pub async fn open(
+        config: &SessionConfig,
+        store: Arc<dyn EventStore>,
+        options: SessionOptions,
+    ) -> Result<Self, ConfigError> {
+        let timeout = Duration::try_from_secs_f64(config.request_timeout_secs)
+            .map_err(|err| ConfigError::new(format!("--request-timeout: {err}")))?;
+        let model = crate::model::build(&config.model, store.as_ref(), timeout).await?;
+        let sinks = trace_sink(config)?.into_iter().chain(options.sinks);
+        let gate = match &config.finish_when {
+            Some(line) => Some(
+                CommandGate::new(line, DEFAULT_GATE_TIMEOUT)
+                    .map_err(|err| ConfigError::new(format!("--finish-when: {err}")))?,
+            ),
+            None => None,
+        };
+        let tools = SessionTools::start(config, &options.extra_tools).await?;
+        let strategy = match strategy(config, &tools.toolbox) {
+            Ok(strategy) => strategy,
+            Err(err) => {
+                tools.shutdown().await;
+                return Err(err);
+            }
+        };
+        let mut builder = Engine::builder(model, strategy)
+            .store(store)
+            .tools(tools.toolbox.clone())
+            .budgets(config.budgets())
+            .workspace(config.workspace.clone())
+            .max_output_tokens(Some(config.max_output_tokens));
+        if let Some(gate) = gate {
+            builder = builder.completion_gate(Arc::new(gate));
+        }
+        for sink in sinks {
+            builder = builder.sink(sink);
+        }
+        Ok(Self {
+            engine: builder.build(),
+            tools,
+        })
+    }
+
+    /// Drops the engine and stops every MCP server.
+    pub async fn shutdown(self) {
+        drop(self.engine);
+        self.tools.shutdown().await;
+    }
+}
+
+/// The JSONL trace sink of `config`, if it names a trace file.
+pub fn trace_sink(config: &SessionConfig) -> Result<Option<Arc<dyn EventSink>>, ConfigError> {
+    let Some(path) = &config.trace else {
+        return Ok(None);
+    };
+    let mode: ContentMode = config
+        .trace_content
+        .parse()
+        .map_err(|err| ConfigError::new(format!("--trace-content: {err}")))?;
+    let trace = JsonlTrace::open(path, mode).map_err(|err| {
+        ConfigError::new(format!(
+            "--trace: cannot open `{}` for appending: {err}",
+            path.display()
+        ))
+    })?;
+    Ok(Some(Arc::new(trace)))
+}
+
+/// The strategy: ReAct or Plan-and-Execute, behind Human-in-the-Loop when any
+/// call may need approval.
+fn strategy(
+    config: &SessionConfig,
+    toolbox: &Toolbox,
+) -> Result<Arc<dyn ExecutionStrategy>, ConfigError> {
+    let specs = toolbox.specs();
+    let policy = ApprovalPolicy::new()
+        .tools(config.approve_tools.clone())
+        .flagged(&specs);
+    let needs_hitl =
+        !config.approve_tools.is_empty() || specs.iter().any(|spec| spec.needs_approval);
+    Ok(match (config.strategy.as_str(), needs_hitl) {
+        ("react", false) => Arc::new(ReAct::new()),
+        ("react", true) => Arc::new(Hitl::new(ReAct::new(), policy)),
+        ("plan-execute", false) => Arc::new(PlanExecute::new()),
+        ("plan-execute", true) => Arc::new(Hitl::new(PlanExecute::new(), policy)),
+        (other, _) => {
+            return Err(ConfigError::new(format!(
+                "--strategy `{other}` is not known; use react or plan-execute"
+            )));
+        }
+    })
+}

@@ -22,6 +22,7 @@ impl EventSink for Console {
             }
             EventKind::ModelRequested { .. }
             | EventKind::ActionDispatched { .. }
+            | EventKind::ActionsQueued { .. }
             | EventKind::Finished { .. }
             | EventKind::Failed { .. }
             | EventKind::Forked { .. } => return Ok(()),

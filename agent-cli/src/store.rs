@@ -3,18 +3,18 @@
 
 use std::sync::Arc;
 
-use agent::EventStore;
+use agent::Store;
 use agent::store::{OpenError, open_url, shown_url};
 
 use crate::error::CliError;
 
 /// Opens (creating if needed) the store at `url`.
-pub async fn open(url: &str) -> Result<Arc<dyn EventStore>, CliError> {
+pub async fn open(url: &str) -> Result<Arc<dyn Store>, CliError> {
     open_url(url, true).await.map_err(|err| unusable(url, &err))
 }
 
 /// Opens the store at `url` if it exists; `None` when there is none yet.
-pub async fn open_existing(url: &str) -> Result<Option<Arc<dyn EventStore>>, CliError> {
+pub async fn open_existing(url: &str) -> Result<Option<Arc<dyn Store>>, CliError> {
     match open_url(url, false).await {
         Ok(store) => Ok(Some(store)),
         Err(OpenError::Missing(_)) => Ok(None),
@@ -23,7 +23,7 @@ pub async fn open_existing(url: &str) -> Result<Option<Arc<dyn EventStore>>, Cli
 }
 
 /// Opens an existing store that must hold `session_id`.
-pub async fn open_for(url: &str, session_id: &str) -> Result<Arc<dyn EventStore>, CliError> {
+pub async fn open_for(url: &str, session_id: &str) -> Result<Arc<dyn Store>, CliError> {
     open_existing(url)
         .await?
         .ok_or_else(|| agent::StoreError::NotFound(session_id.to_owned()).into())

@@ -143,7 +143,7 @@ pub async fn decide_approval(
         if waiting.is_empty() {
             return Err(ControlError::NothingPending {
                 session_id: session_id.to_owned(),
-                status: state.status().public().to_string(),
+                status: state.public_status().to_string(),
             });
         }
         let chosen: Vec<String> = match call_id {

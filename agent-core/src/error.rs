@@ -26,6 +26,21 @@ pub enum EngineError {
         /// Why.
         reason: String,
     },
+    /// `submit` or `drive` on an engine built without a work queue.
+    #[error("this engine has no work queue: build it with `EngineBuilder::queue`")]
+    NoQueue,
+    /// The drive handed the session's tool calls to the work queue, so a worker
+    /// continues it.
+    #[error(
+        "session `{session_id}` waits for its tool calls in the work queue; a worker continues it"
+    )]
+    Parked {
+        /// The session.
+        session_id: String,
+    },
+    /// The work queue failed.
+    #[error("work queue failure: {0}")]
+    Queue(StoreError),
     /// The session was started with another strategy; resuming it with this one
     /// could drop what the original enforced (an approval policy, a graph).
     #[error(

@@ -127,6 +127,11 @@ pub enum EventKind {
         /// The call.
         call: ToolCall,
     },
+    /// Dispatched calls were handed to the work queue, for workers to run.
+    ActionsQueued {
+        /// The calls, in proposal order.
+        call_ids: Vec<String>,
+    },
     /// An attempt of a call failed and a retry follows.
     ActionAttemptFailed {
         /// The call.
@@ -209,6 +214,12 @@ pub enum EventKind {
         /// Why, for people (for example `resume`).
         reason: String,
     },
+    /// The session waits in the work queue for a worker to drive it (after
+    /// `agent submit`, an approval of a submitted session, `agent resume --detach`).
+    Queued {
+        /// Why, for people (for example `submitted`).
+        reason: String,
+    },
     /// This session was forked from another: the events before this one are a copy
     /// of the parent's log up to `at`.
     Forked {
@@ -245,6 +256,7 @@ impl EventKind {
             Self::ModelOutputRejected { .. } => "model_output_rejected",
             Self::ModelRetried { .. } => "model_retried",
             Self::ActionDispatched { .. } => "action_dispatched",
+            Self::ActionsQueued { .. } => "actions_queued",
             Self::ActionAttemptFailed { .. } => "action_attempt_failed",
             Self::CircuitChanged { .. } => "circuit_changed",
             Self::ActionCompleted { .. } => "action_completed",
@@ -255,6 +267,7 @@ impl EventKind {
             Self::FinishRejected { .. } => "finish_rejected",
             Self::Finished { .. } => "finished",
             Self::Resumed { .. } => "resumed",
+            Self::Queued { .. } => "queued",
             Self::Forked { .. } => "forked",
             Self::Cancelled { .. } => "cancelled",
             Self::Failed { .. } => "failed",

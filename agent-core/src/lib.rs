@@ -21,6 +21,7 @@ mod history;
 mod id;
 mod layer;
 mod model;
+mod queue;
 mod rate;
 mod result;
 mod sink;
@@ -35,7 +36,9 @@ mod types;
 pub use budget::{Budgets, DEFAULT_MAX_STEPS, Exhausted, WallTime};
 pub use cancel::Cancellation;
 pub use control::{ControlError, Fork, cancel_session, decide_approval, fork_session};
-pub use engine::{DEFAULT_LEASE_RENEWAL, DEFAULT_LEASE_TTL, Engine, EngineBuilder, INTERRUPTED};
+pub use engine::{
+    DEFAULT_LEASE_RENEWAL, DEFAULT_LEASE_TTL, Drive, Engine, EngineBuilder, INTERRUPTED,
+};
 pub use error::EngineError;
 pub use event::{ApprovalDecision, Event, EventKind, SCHEMA_VERSION, now_millis};
 pub use gate::{CompletionGate, FinishGate, GateRefusal};
@@ -44,6 +47,10 @@ pub use history::HistoryItem;
 pub use id::new_session_id;
 pub use layer::{CircuitState, IgnoreReports, Layer, LayerObserver, RetryNotice, Stack};
 pub use model::{Model, ModelContext, ModelError, ModelRequest, ModelResponse};
+pub use queue::{
+    ActionClaim, QueueView, QueuedAction, QueuedActionView, QueuedSessionView, SessionClaim,
+    WorkQueue,
+};
 pub use rate::ModelRateLimit;
 pub use result::{BudgetKind, ExitReason, RunResult, RunUsage, UnknownBudget};
 pub use sink::{EventSink, SinkError};
@@ -51,7 +58,7 @@ pub use snapshot::{DEFAULT_SNAPSHOT_EVERY, load_state, snapshot_of};
 pub use state::{PublicStatus, SessionState, StateError, Status, StrategyRecord, UnknownStatus};
 pub use store::{
     Append, Durability, EventLog, EventStore, LeaseStore, MemoryStore, SessionIndex,
-    SessionSummary, SnapshotStore, StoreError,
+    SessionSummary, SnapshotStore, Store, StoreError,
 };
 pub use strategy::{
     Decision, ExecutionStrategy, ModelCall, StrategyError, StrategyWork, Work, WorkContext,

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use agent_core::EventStore;
+use agent_core::Store;
 
 use crate::error::OpenError;
 #[cfg(feature = "postgres")]
@@ -76,7 +76,7 @@ pub(crate) fn redacted(url: &str) -> String {
 
 /// Opens the store at `url`; with `create`, a missing store is created (and a
 /// PostgreSQL schema migrated), without it a missing one is [`OpenError::Missing`].
-pub async fn open_url(url: &str, create: bool) -> Result<Arc<dyn EventStore>, OpenError> {
+pub async fn open_url(url: &str, create: bool) -> Result<Arc<dyn Store>, OpenError> {
     match StoreUrl::parse(url)? {
         #[cfg(feature = "sqlite")]
         StoreUrl::Sqlite(path) => {

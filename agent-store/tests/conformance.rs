@@ -10,14 +10,14 @@
 
 use std::sync::Arc;
 
-use agent_core::{EventStore, MemoryStore};
+use agent_core::{MemoryStore, Store};
 use agent_testkit::conformance::Opener;
 
 mod memory {
     use super::*;
 
     fn opener() -> Opener {
-        let store: Arc<dyn EventStore> = Arc::new(MemoryStore::new());
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         Arc::new(move || {
             let store = Arc::clone(&store);
             Box::pin(async move { Some(store) })
@@ -39,7 +39,7 @@ mod sqlite {
         Arc::new(move || {
             let path = path.clone();
             Box::pin(async move {
-                Some(Arc::new(agent_store::SqliteStore::open(&path).unwrap()) as Arc<dyn EventStore>)
+                Some(Arc::new(agent_store::SqliteStore::open(&path).unwrap()) as Arc<dyn Store>)
             })
         })
     }
@@ -50,11 +50,17 @@ mod sqlite {
 mod postgres {
     use super::*;
 
+    /// A database of the test server of its own, made on first use.
     fn opener() -> Opener {
-        Arc::new(|| {
-            Box::pin(async {
+        let database = Arc::new(tokio::sync::OnceCell::new());
+        Arc::new(move || {
+            let database = Arc::clone(&database);
+            Box::pin(async move {
                 let url = agent_testkit::postgres::test_url()?;
-                Some(agent_store::open_url(&url, true).await.unwrap())
+                let db = database
+                    .get_or_init(|| agent_testkit::postgres::fresh_database(&url))
+                    .await;
+                Some(agent_store::open_url(db, true).await.unwrap())
             })
         })
     }

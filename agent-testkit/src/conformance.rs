@@ -1,8 +1,8 @@
 //! One conformance suite for every event store: the same cases, the same
 //! expectations, run against `MemoryStore`, `SqliteStore` and `PostgresStore`
 //! (LangGraph's checkpointer tests are the model). A store passes by opening a
-//! handle onto the same storage each time it is asked ([`Opener`]); the cases use
-//! session ids of their own, so they can share one database.
+//! handle onto the same storage each time it is asked ([`Opener`]), a storage of
+//! its own for each case.
 //!
 //! ```ignore
 //! agent_testkit::store_conformance!(|| async { Some(open_my_store().await) });
@@ -23,15 +23,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use agent_core::{
-    Append, Durability, Event, EventKind, EventStore, ExitReason, PublicStatus, StoreError,
+    Append, Durability, Event, EventKind, EventStore, ExitReason, PublicStatus, QueuedAction,
+    Store, StoreError, ToolCall,
 };
 use serde_json::json;
 
 /// Opens another handle onto the store under test; `None` skips the suite (a
 /// service that is missing on a developer's machine).
-pub type Opener = Arc<
-    dyn Fn() -> Pin<Box<dyn Future<Output = Option<Arc<dyn EventStore>>> + Send>> + Send + Sync,
->;
+pub type Opener =
+    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Option<Arc<dyn Store>>> + Send>> + Send + Sync>;
 
 /// A session id no other case or run uses.
 fn unique(name: &str) -> String {
@@ -328,6 +328,212 @@ pub async fn the_newest_snapshot_is_kept(open: &Opener) {
     assert_eq!(store.load_snapshot(&s).await.unwrap().unwrap().0, 9);
 }
 
+/// A queued session is claimed once; finishing the claim removes it; a session
+/// queued again while claimed stays queued; a live claim is not taken, an
+/// expired one is, and a heartbeat keeps a claim alive.
+pub async fn queued_sessions_are_claimed_once_and_survive_a_dead_worker(open: &Opener) {
+    let Some(store) = open().await else { return };
+    let worker_a = unique("worker-a");
+    let worker_b = unique("worker-b");
+    let s = unique("queued");
+    store.enqueue_session(&s).await.unwrap();
+    let long = Duration::from_secs(60);
+    let claim = claim_mine(store.as_ref(), &worker_a, &s, long).await;
+    assert!(
+        !claims_of(store.as_ref(), &worker_b, long)
+            .await
+            .contains(&s),
+        "a live claim is not taken"
+    );
+    store.enqueue_session(&s).await.unwrap();
+    store.finish_session(&claim, &worker_a).await.unwrap();
+    let again = claim_mine(store.as_ref(), &worker_b, &s, Duration::from_millis(50)).await;
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    let taken = claim_mine(store.as_ref(), &worker_a, &s, long).await;
+    store.finish_session(&again, &worker_b).await.unwrap();
+    store.heartbeat(&worker_a, long).await.unwrap();
+    store.finish_session(&taken, &worker_a).await.unwrap();
+    assert!(
+        !store
+            .queue_view()
+            .await
+            .unwrap()
+            .sessions
+            .iter()
+            .any(|view| view.session_id == s),
+        "a finished claim leaves the queue"
+    );
+    store.enqueue_session(&s).await.unwrap();
+    let released = claim_mine(store.as_ref(), &worker_a, &s, long).await;
+    store
+        .release_session(&released.session_id, &worker_a)
+        .await
+        .unwrap();
+    let view = store.queue_view().await.unwrap();
+    let row = view
+        .sessions
+        .iter()
+        .find(|view| view.session_id == s)
+        .unwrap();
+    assert_eq!(row.claimed_by, None, "released back to the queue");
+    let last = claim_mine(store.as_ref(), &worker_b, &s, long).await;
+    store.finish_session(&last, &worker_b).await.unwrap();
+}
+
+/// Claims `session` for `worker`, taking and giving back other sessions the
+/// queue hands out first (other cases share the queue).
+async fn claim_mine(
+    store: &dyn Store,
+    worker: &str,
+    session: &str,
+    ttl: Duration,
+) -> agent_core::SessionClaim {
+    let mut others = Vec::new();
+    let found = loop {
+        match store.claim_session(worker, ttl).await.unwrap() {
+            Some(claim) if claim.session_id == session => break claim,
+            Some(other) => others.push(other),
+            None => panic!("session {session} could not be claimed by {worker}"),
+        }
+    };
+    for other in others {
+        store
+            .release_session(&other.session_id, worker)
+            .await
+            .unwrap();
+    }
+    found
+}
+
+/// Every session `worker` can claim now (given back afterwards).
+async fn claims_of(store: &dyn Store, worker: &str, ttl: Duration) -> Vec<String> {
+    let mut claimed = Vec::new();
+    while let Some(claim) = store.claim_session(worker, ttl).await.unwrap() {
+        claimed.push(claim.session_id);
+    }
+    for id in &claimed {
+        store.release_session(id, worker).await.unwrap();
+    }
+    claimed
+}
+
+fn action(session: &str, call_id: &str, tool: &str, idempotent: bool) -> QueuedAction {
+    QueuedAction {
+        session_id: session.to_owned(),
+        call: ToolCall {
+            id: call_id.to_owned(),
+            tool_name: tool.to_owned(),
+            arguments: json!({"line": "x"}),
+        },
+        idempotent,
+    }
+}
+
+/// An action is queued once however often it is queued; a worker claims only
+/// the tools it has; an expired claim comes back with its attempt counted, a
+/// released one without; a finished action leaves the queue.
+pub async fn queued_actions_count_their_attempts_and_go_to_workers_with_the_tool(open: &Opener) {
+    let Some(store) = open().await else { return };
+    let s = unique("actions");
+    let tool = unique("tool");
+    let worker = unique("worker");
+    let queued = action(&s, "call_1", &tool, false);
+    store.enqueue_actions(&[queued.clone()]).await.unwrap();
+    store.enqueue_actions(&[queued.clone()]).await.unwrap();
+    let others = [unique("other-tool")];
+    assert!(
+        store
+            .claim_action(&worker, Some(&others), Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_none(),
+        "a worker without the tool claims nothing"
+    );
+    let mine = [tool.clone()];
+    let first = store
+        .claim_action(&worker, Some(&mine), Duration::from_millis(50))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.action, queued);
+    assert_eq!(first.attempt, 1);
+    let view = store.queue_view().await.unwrap();
+    let row = view.actions.iter().find(|a| a.session_id == s).unwrap();
+    assert_eq!(row.claimed_by.as_deref(), Some(worker.as_str()));
+    assert!(row.lease_age_ms.is_some());
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    let second = store
+        .claim_action(&worker, Some(&mine), Duration::from_secs(60))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(second.attempt, 2, "an expired claim counts as an attempt");
+    store.release_action(&s, "call_1", &worker).await.unwrap();
+    let third = store
+        .claim_action(&worker, Some(&mine), Duration::from_secs(60))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(third.attempt, 2, "a released claim does not");
+    store.finish_action(&s, "call_1").await.unwrap();
+    assert!(
+        store
+            .claim_action(&worker, Some(&mine), Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+/// Eight workers claiming at once from twenty queued sessions get each one once.
+pub async fn racing_workers_claim_each_session_once(open: &Opener) {
+    let Some(store) = open().await else { return };
+    let prefix = unique("race-claim");
+    let ids: BTreeSet<String> = (0..20).map(|n| format!("{prefix}-{n}")).collect();
+    for id in &ids {
+        store.enqueue_session(id).await.unwrap();
+    }
+    let mut tasks = Vec::new();
+    for n in 0..8 {
+        let store = open().await.unwrap();
+        let worker = format!("{prefix}-worker-{n}");
+        let prefix = prefix.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut claimed = Vec::new();
+            while let Some(claim) = store
+                .claim_session(&worker, Duration::from_secs(60))
+                .await
+                .unwrap()
+            {
+                claimed.push(claim);
+            }
+            for claim in &claimed {
+                if claim.session_id.starts_with(&prefix) {
+                    store.finish_session(claim, &worker).await.unwrap();
+                } else {
+                    store
+                        .release_session(&claim.session_id, &worker)
+                        .await
+                        .unwrap();
+                }
+            }
+            claimed
+                .into_iter()
+                .map(|claim| claim.session_id)
+                .collect::<Vec<_>>()
+        }));
+    }
+    let mut seen = BTreeSet::new();
+    for task in tasks {
+        for id in task.await.unwrap() {
+            if id.starts_with(&prefix) {
+                assert!(seen.insert(id.clone()), "{id} claimed twice");
+            }
+        }
+    }
+    assert_eq!(seen, ids);
+}
+
 /// One `#[tokio::test]` per conformance case, for the store `opener` opens
 /// (an expression of type [`Opener`]).
 #[macro_export]
@@ -339,7 +545,10 @@ macro_rules! store_conformance {
             racing_writers_leave_a_gap_free_log_with_one_winner_per_seq,
             concurrent_appends_of_many_sessions_are_all_acknowledged,
             leases_refuse_others_until_they_expire,
-            the_newest_snapshot_is_kept);
+            the_newest_snapshot_is_kept,
+            queued_sessions_are_claimed_once_and_survive_a_dead_worker,
+            queued_actions_count_their_attempts_and_go_to_workers_with_the_tool,
+            racing_workers_claim_each_session_once);
     };
     (@cases $opener:expr; $($case:ident),*) => {
         $(

@@ -34,6 +34,9 @@ pub fn describe(kind: &EventKind) -> String {
             delay_ms,
         } => format!("retry {attempt} of the model call in {delay_ms} ms: {error}"),
         EventKind::ActionDispatched { call } => format!("{} [{}]", call.tool_name, call.id),
+        EventKind::ActionsQueued { call_ids } => {
+            format!("queued for workers: {}", call_ids.join(", "))
+        }
         EventKind::ActionAttemptFailed {
             call_id,
             tool_name,
@@ -77,6 +80,7 @@ pub fn describe(kind: &EventKind) -> String {
         } => format!("{exit_reason}: {}", error.as_deref().unwrap_or("")),
         EventKind::Cancelled { reason } => format!("cancelled: {reason}"),
         EventKind::Resumed { reason } => format!("resumed: {reason}"),
+        EventKind::Queued { reason } => format!("queued: {reason}"),
         EventKind::Forked { parent, at } => format!("copy of {parent} up to seq {at}"),
     }
 }

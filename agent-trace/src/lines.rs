@@ -159,7 +159,9 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
         )],
         EventKind::ModelRequested { .. }
         | EventKind::ActionDispatched { .. }
-        | EventKind::Forked { .. } => Vec::new(),
+        | EventKind::Forked { .. }
+        | EventKind::Queued { .. }
+        | EventKind::ActionsQueued { .. } => Vec::new(),
     }
 }
 

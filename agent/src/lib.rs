@@ -75,11 +75,11 @@ pub use agent_core::{
     INTERRUPTED, IgnoreReports, Layer, LayerObserver, LeaseStore, MemoryStore, Model, ModelCall,
     ModelContext, ModelError, ModelRateLimit, ModelRequest, ModelResponse, Observation, PlanStep,
     PublicStatus, RetryNotice, RunResult, RunUsage, SCHEMA_VERSION, SessionIndex, SessionState,
-    SessionSummary, SinkError, SnapshotStore, Stack, StateError, Status, StoreError, StrategyError,
-    StrategyRecord, StrategyWork, Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolSpec,
-    Toolbox, UnknownBudget, UnknownStatus, Usage, Verdict, WallTime, Work, WorkContext, WorkRecord,
-    cancel_session, decide_approval, fork_session, load_state, new_session_id, now_millis,
-    snapshot_of, strict_json,
+    SessionSummary, SinkError, SnapshotStore, Stack, StateError, Status, Store, StoreError,
+    StrategyError, StrategyRecord, StrategyWork, Tool, ToolCall, ToolContext, ToolError,
+    ToolOutput, ToolSpec, Toolbox, UnknownBudget, UnknownStatus, Usage, Verdict, WallTime, Work,
+    WorkContext, WorkRecord, cancel_session, decide_approval, fork_session, load_state,
+    new_session_id, now_millis, snapshot_of, strict_json,
 };
 
 /// Resilience layers for tools and models: timeout, retry, circuit breaker.

@@ -18,7 +18,7 @@ pub async fn cancel(args: SessionArgs) -> Result<u8, CliError> {
         "cancelled by agent cancel",
     )
     .await?;
-    let status = state.status().public();
+    let status = state.public_status();
     if args.json {
         print_json(&json!({"session_id": args.session_id, "status": status}))?;
     } else {

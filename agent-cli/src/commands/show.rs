@@ -38,7 +38,7 @@ pub async fn show(args: SessionArgs) -> Result<u8, CliError> {
     if args.json {
         print_json(&json!({
             "session_id": args.session_id,
-            "status": state.status().public(),
+            "status": state.public_status(),
             "task": state.task(),
             "events": events,
         }))?;
@@ -46,7 +46,7 @@ pub async fn show(args: SessionArgs) -> Result<u8, CliError> {
         print(&format!(
             "session {}\nstatus: {}\ntask: {}\n",
             args.session_id,
-            state.status().public(),
+            state.public_status(),
             state.task()
         ))?;
         for line in lines {

@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use super::Engine;
 use super::lease::LeaseSignal;
 use super::work_step::WorkSet;
+use super::{Drive, Engine};
 use crate::error::EngineError;
 use crate::event::{Event, EventKind};
 use crate::guard::{Checkpoint, Deadline, GuardContext, Verdict, check_all, earliest_deadline};
-use crate::result::{ExitReason, RunResult};
+use crate::result::ExitReason;
 use crate::state::SessionState;
 use crate::store::Durability;
 use crate::strategy::Decision;
@@ -76,6 +76,10 @@ pub(super) struct Driver<'e> {
     /// or a reload); the next turn of the loop settles them first.
     pub(super) needs_recovery: bool,
     pub(super) work: WorkSet,
+    /// Set when tool calls go to the work queue instead of running here.
+    pub(super) via_queue: bool,
+    /// Set when the drive handed its calls to the queue and must stop.
+    pub(super) parked: bool,
 }
 
 impl<'e> Driver<'e> {
@@ -94,7 +98,14 @@ impl<'e> Driver<'e> {
             started,
             needs_recovery: false,
             work: WorkSet::default(),
+            via_queue: false,
+            parked: false,
         }
+    }
+
+    /// Hands tool calls to the engine's work queue instead of running them.
+    pub(super) fn hand_tools_to_queue(&mut self) {
+        self.via_queue = self.engine.queue.is_some();
     }
 
     /// The lease keeper's signal.
@@ -107,8 +118,9 @@ impl<'e> Driver<'e> {
         self.needs_recovery = true;
     }
 
-    /// Decides and performs until the session ends or waits for a human.
-    pub(super) async fn drive(mut self) -> Result<RunResult, EngineError> {
+    /// Decides and performs until the session ends or waits for a human, or (with
+    /// the work queue) until its tool calls are in the queue.
+    pub(super) async fn drive(mut self) -> Result<Drive, EngineError> {
         loop {
             if let Some(result) = self
                 .state
@@ -116,8 +128,15 @@ impl<'e> Driver<'e> {
                 .or_else(|| self.state.awaiting_result())
             {
                 if self.flush(Durability::Full).await? {
-                    return Ok(result);
+                    return Ok(Drive::Stopped(result));
                 }
+                continue;
+            }
+            if self.parked {
+                if self.flush(Durability::Full).await? {
+                    return Ok(Drive::Parked);
+                }
+                self.parked = false;
                 continue;
             }
             if std::mem::take(&mut self.needs_recovery) {

@@ -91,6 +91,14 @@ impl Lease {
     }
 }
 
+impl Drop for Lease {
+    /// A lease dropped without a release (its run was abandoned) stops renewing and
+    /// expires.
+    fn drop(&mut self) {
+        self.keeper.abort();
+    }
+}
+
 /// Renews the lease every `period`, waking the driver when the log holds events it
 /// did not write or the lease was lost. A failed renewal is retried next period.
 async fn renew(

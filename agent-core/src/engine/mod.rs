@@ -42,16 +42,17 @@ use serde_json::Value;
 use crate::budget::{Budgets, WallTime};
 use crate::control::{ControlError, decide_approval};
 use crate::error::EngineError;
-use crate::event::{ApprovalDecision, EventKind};
+use crate::event::{ApprovalDecision, Event, EventKind};
 use crate::gate::{CompletionGate, FinishGate};
 use crate::guard::Guard;
 use crate::id::new_session_id;
 use crate::model::Model;
+use crate::queue::WorkQueue;
 use crate::result::RunResult;
 use crate::sink::EventSink;
 use crate::snapshot::{DEFAULT_SNAPSHOT_EVERY, load_state};
-use crate::state::SessionState;
-use crate::store::{Durability, EventStore, MemoryStore};
+use crate::state::{PublicStatus, SessionState};
+use crate::store::{Append, Durability, EventStore, MemoryStore};
 use crate::strategy::ExecutionStrategy;
 use crate::tool::Toolbox;
 
@@ -79,6 +80,16 @@ pub struct Engine {
     lease_ttl: Duration,
     lease_renewal: Duration,
     snapshot_every: Option<u64>,
+    queue: Option<Arc<dyn WorkQueue>>,
+}
+
+/// How a [`Engine::drive`] ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Drive {
+    /// The session ended, or waits for a human: its result.
+    Stopped(RunResult),
+    /// Its tool calls are in the work queue; it continues when their results are in.
+    Parked,
 }
 
 /// Builds an [`Engine`]; every setting but the model and strategy has a default.
@@ -151,6 +162,13 @@ impl EngineBuilder {
         self
     }
 
+    /// The work queue: [`Engine::submit`] puts sessions there, and
+    /// [`Engine::drive`] hands tool calls to it instead of running them.
+    pub fn queue(mut self, queue: Arc<dyn WorkQueue>) -> Self {
+        self.engine.queue = Some(queue);
+        self
+    }
+
     /// A gate every finish must pass; a refusal becomes feedback and the run goes
     /// on. It is the last guard asked.
     pub fn completion_gate(mut self, gate: Arc<dyn CompletionGate>) -> Self {
@@ -178,6 +196,18 @@ impl EngineBuilder {
     }
 }
 
+impl Drive {
+    /// The result of a `run` or `resume` drive, which only parks when asked to.
+    fn into_result(self, session_id: &str) -> Result<RunResult, EngineError> {
+        match self {
+            Self::Stopped(result) => Ok(result),
+            Self::Parked => Err(EngineError::Parked {
+                session_id: session_id.to_owned(),
+            }),
+        }
+    }
+}
+
 impl Engine {
     /// Starts building an engine around a model and a strategy.
     pub fn builder(model: Arc<dyn Model>, strategy: Arc<dyn ExecutionStrategy>) -> EngineBuilder {
@@ -194,6 +224,7 @@ impl Engine {
                 lease_ttl: DEFAULT_LEASE_TTL,
                 lease_renewal: DEFAULT_LEASE_RENEWAL,
                 snapshot_every: Some(DEFAULT_SNAPSHOT_EVERY),
+                queue: None,
             },
             budgets: Budgets::default(),
             guards: Vec::new(),
@@ -245,6 +276,83 @@ impl Engine {
             Err(err) => Err(err),
         };
         lease.release(self).await;
+        outcome.and_then(|drive| drive.into_result(&session_id))
+    }
+
+    /// Records a new session for `task` and puts it in the work queue for a worker
+    /// to drive; returns its id at once. `config` is recorded in the first event.
+    pub async fn submit(
+        &self,
+        task: impl Into<String>,
+        config: Value,
+    ) -> Result<String, EngineError> {
+        let queue = self.queue.as_ref().ok_or(EngineError::NoQueue)?;
+        let session_id = new_session_id();
+        let events = [
+            Event::new(
+                &session_id,
+                1,
+                EventKind::SessionStarted {
+                    task: task.into(),
+                    strategy: self.strategy.name().to_owned(),
+                    config,
+                },
+            ),
+            Event::new(
+                &session_id,
+                2,
+                EventKind::Queued {
+                    reason: "submitted".into(),
+                },
+            ),
+        ];
+        self.store
+            .append(Append::creating(&events, Durability::Full)?)
+            .await?;
+        for sink in &self.sinks {
+            sink.publish(&events[0], 0)?;
+        }
+        queue
+            .enqueue_session(&session_id)
+            .await
+            .map_err(EngineError::Queue)?;
+        Ok(session_id)
+    }
+
+    /// Drives a stored session as a worker does: its tool calls go to the work
+    /// queue, and the drive ends when they are there ([`Drive::Parked`]), or when
+    /// the session ends or waits for a human. `by` names the driver in the log
+    /// when it takes a queued session.
+    pub async fn drive(&self, session_id: &str, by: &str) -> Result<Drive, EngineError> {
+        if self.queue.is_none() {
+            return Err(EngineError::NoQueue);
+        }
+        let signal = Arc::new(LeaseSignal::default());
+        let lease = Lease::acquire(self, session_id, Arc::clone(&signal)).await?;
+        let outcome = match self.prepare(session_id).await {
+            Ok(Ok(state)) => {
+                let taken = state.public_status() == PublicStatus::Queued;
+                let mut driver = Driver::new(self, state, signal);
+                driver.hand_tools_to_queue();
+                let recorded = if taken {
+                    driver.record(EventKind::Resumed {
+                        reason: format!("taken by {by}"),
+                    })
+                } else {
+                    Ok(())
+                };
+                match recorded {
+                    Ok(()) => {
+                        driver.recover_before_next_decision();
+                        driver.drive().await
+                    }
+                    Err(err) => Err(err),
+                }
+            }
+            Ok(Err(result)) => Ok(Drive::Stopped(result)),
+            Err(err) => Err(err),
+        };
+        lease.release(self).await;
         outcome
     }
 
@@ -268,9 +376,27 @@ impl Engine {
         session_id: &str,
         signal: Arc<LeaseSignal>,
     ) -> Result<RunResult, EngineError> {
+        let state = match self.prepare(session_id).await? {
+            Ok(state) => state,
+            Err(result) => return Ok(result),
+        };
+        let mut driver = Driver::new(self, state, signal);
+        driver.record(EventKind::Resumed {
+            reason: "resume".into(),
+        })?;
+        driver.recover_before_next_decision();
+        driver.drive().await?.into_result(session_id)
+    }
+
+    /// The state of a stored session this engine may continue, or its result when
+    /// it has ended or waits for a human.
+    async fn prepare(
+        &self,
+        session_id: &str,
+    ) -> Result<Result<SessionState, RunResult>, EngineError> {
         let state = load_state(self.store.as_ref(), session_id).await?;
         if let Some(result) = state.run_result().or_else(|| state.awaiting_result()) {
-            return Ok(result);
+            return Ok(Err(result));
         }
         if let Err(reason) = self.strategy.check_resume(&state) {
             return Err(EngineError::ResumeRefused {
@@ -285,12 +411,7 @@ impl Engine {
                 engine: self.strategy.name().to_owned(),
             });
         }
-        let mut driver = Driver::new(self, state, signal);
-        driver.record(EventKind::Resumed {
-            reason: "resume".into(),
-        })?;
-        driver.recover_before_next_decision();
-        driver.drive().await
+        Ok(Ok(state))
     }
 
     /// Approves the calls of a session that wait for a decision — `call_id` alone,

@@ -15,6 +15,7 @@ use crate::cancel::Cancellation;
 use crate::error::EngineError;
 use crate::event::EventKind;
 use crate::guard::Checkpoint;
+use crate::queue::QueuedAction;
 use crate::state::Status;
 use crate::store::Durability;
 use crate::tool::{Tool, ToolContext, ToolError};
@@ -54,15 +55,68 @@ impl Driver<'_> {
         } else {
             Durability::Full
         };
+        if self.via_queue {
+            return self.hand_to_queue(calls, durability).await;
+        }
         if !self.flush(durability).await? {
             return Ok(());
         }
         self.execute(calls).await
     }
 
+    /// Hands dispatched calls to the work queue: calls of unknown tools get their
+    /// error observation here, the others are marked queued in the log, committed,
+    /// then queued; the drive then parks until workers have their results.
+    async fn hand_to_queue(
+        &mut self,
+        calls: Vec<ToolCall>,
+        durability: Durability,
+    ) -> Result<(), EngineError> {
+        let mut queued = Vec::new();
+        for call in calls {
+            match self.tool(&call) {
+                Some(tool) => queued.push(QueuedAction {
+                    session_id: self.state.session_id().to_owned(),
+                    idempotent: tool.spec().idempotent,
+                    call,
+                }),
+                None => {
+                    let message = self.unknown_tool_message(&call.tool_name);
+                    self.record(EventKind::ActionCompleted {
+                        observation: Observation::error(&call, message),
+                    })?;
+                }
+            }
+        }
+        if !queued.is_empty() {
+            self.record(EventKind::ActionsQueued {
+                call_ids: queued.iter().map(|action| action.call.id.clone()).collect(),
+            })?;
+        }
+        if !self.flush(durability).await? || queued.is_empty() {
+            return Ok(());
+        }
+        self.enqueue(&queued).await
+    }
+
+    /// Puts `actions` in the work queue and parks the drive.
+    async fn enqueue(&mut self, actions: &[QueuedAction]) -> Result<(), EngineError> {
+        if let Some(queue) = &self.engine.queue {
+            queue
+                .enqueue_actions(actions)
+                .await
+                .map_err(EngineError::Queue)?;
+            self.parked = true;
+        }
+        Ok(())
+    }
+
     /// After a crash: re-runs in-flight idempotent calls, and reports the others as
     /// interrupted.
     pub(super) async fn recover_in_flight(&mut self) -> Result<(), EngineError> {
+        if self.via_queue {
+            return self.recover_through_queue().await;
+        }
         let mut rerun = Vec::new();
         for call in self.state.in_flight_calls() {
             if self.tool(&call).is_some() && self.is_idempotent(&call) {
@@ -77,6 +131,40 @@ impl Driver<'_> {
             return Ok(());
         }
         self.execute(rerun).await
+    }
+
+    /// With the work queue: calls handed to it are queued again (a queue entry that
+    /// exists is kept, with its attempts); calls a crashed in-process run left
+    /// behind are queued when idempotent and otherwise reported interrupted.
+    async fn recover_through_queue(&mut self) -> Result<(), EngineError> {
+        let mut queued = Vec::new();
+        let mut marked = Vec::new();
+        for call in self.state.in_flight_calls() {
+            let tool = self.tool(&call);
+            let handed = self.state.is_queued(&call.id);
+            match tool {
+                Some(tool) if handed || tool.spec().idempotent => {
+                    if !handed {
+                        marked.push(call.id.clone());
+                    }
+                    queued.push(QueuedAction {
+                        session_id: self.state.session_id().to_owned(),
+                        idempotent: tool.spec().idempotent,
+                        call,
+                    });
+                }
+                _ => self.record(EventKind::ActionCompleted {
+                    observation: Observation::error(&call, INTERRUPTED),
+                })?,
+            }
+        }
+        if !marked.is_empty() {
+            self.record(EventKind::ActionsQueued { call_ids: marked })?;
+        }
+        if queued.is_empty() || !self.flush(Durability::Full).await? {
+            return Ok(());
+        }
+        self.enqueue(&queued).await
     }
 
     /// Runs dispatched calls concurrently and records each result as it arrives.

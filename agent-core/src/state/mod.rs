@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::event::{ApprovalDecision, Event};
+use crate::event::{ApprovalDecision, Event, EventKind};
 use crate::history::HistoryItem;
 use crate::result::{BudgetKind, ExitReason, RunResult, RunUsage};
 use crate::types::{Observation, PlanStep, ToolCall};
@@ -32,6 +32,9 @@ struct TurnCall {
     needs_decision: bool,
     #[serde(default)]
     decision: Option<ApprovalDecision>,
+    /// Whether the call was handed to the work queue.
+    #[serde(default)]
+    queued: bool,
 }
 
 /// State a strategy recorded, with where the session stood when it did.
@@ -94,6 +97,12 @@ pub struct SessionState {
     records: Vec<StrategyRecord>,
     last_output_rejected: bool,
     outcome: Option<Outcome>,
+    /// Whether the last event queued the session for a worker.
+    #[serde(default)]
+    queued: bool,
+    /// Whether the session ever went through the work queue.
+    #[serde(default)]
+    submitted: bool,
 }
 
 impl SessionState {
@@ -118,6 +127,8 @@ impl SessionState {
             records: Vec::new(),
             last_output_rejected: false,
             outcome: None,
+            queued: false,
+            submitted: false,
         }
     }
 
@@ -148,6 +159,8 @@ impl SessionState {
             });
         }
         self.transition(&event.kind)?;
+        self.queued = matches!(event.kind, EventKind::Queued { .. });
+        self.submitted |= self.queued;
         self.last_seq = event.seq;
         if event.seq == 1 {
             self.created_at = event.at;
@@ -179,6 +192,22 @@ impl SessionState {
     /// The current internal status.
     pub fn status(&self) -> Status {
         self.status
+    }
+
+    /// The status users and scripts see: the internal status's public name, or
+    /// `queued` while the session waits in the work queue.
+    pub fn public_status(&self) -> PublicStatus {
+        if self.queued && !self.status.is_terminal() {
+            PublicStatus::Queued
+        } else {
+            self.status.public()
+        }
+    }
+
+    /// Whether the session ever went through the work queue (so a decision on it
+    /// queues it again for a worker).
+    pub fn is_submitted(&self) -> bool {
+        self.submitted
     }
 
     /// Seq of the last applied event (0 when none).
@@ -229,6 +258,12 @@ impl SessionState {
             .filter(|p| !p.dispatched && p.observation.is_none())
             .map(|p| p.call.clone())
             .collect()
+    }
+
+    /// Whether the dispatched call `call_id` of this turn was handed to the work
+    /// queue (a worker may be running it).
+    pub fn is_queued(&self, call_id: &str) -> bool {
+        self.turn.iter().any(|p| p.call.id == call_id && p.queued)
     }
 
     /// Calls dispatched but without a result, in proposal order.

@@ -84,6 +84,8 @@ impl fmt::Display for Status {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PublicStatus {
+    /// Submitted, waiting in the work queue for a worker.
+    Queued,
     /// In progress, or its driving process died.
     Running,
     /// Paused until a human decides on its pending calls.
@@ -100,6 +102,7 @@ impl PublicStatus {
     /// The snake_case name shown to users.
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::Queued => "queued",
             Self::Running => "running",
             Self::AwaitingApproval => "awaiting_approval",
             Self::Finished => "finished",
@@ -117,7 +120,9 @@ impl fmt::Display for PublicStatus {
 
 /// A status name that is not a public status.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown status `{0}`: expected running, awaiting_approval, finished, failed or cancelled")]
+#[error(
+    "unknown status `{0}`: expected queued, running, awaiting_approval, finished, failed or cancelled"
+)]
 pub struct UnknownStatus(pub String);
 
 impl std::str::FromStr for PublicStatus {
@@ -125,6 +130,7 @@ impl std::str::FromStr for PublicStatus {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
+            "queued" => Ok(Self::Queued),
             "running" => Ok(Self::Running),
             "awaiting_approval" => Ok(Self::AwaitingApproval),
             "finished" => Ok(Self::Finished),

@@ -83,6 +83,17 @@ impl SessionState {
                     .or_default() += 1;
                 self.status = Status::ActionExecuting;
             }
+            EventKind::ActionsQueued { call_ids } => {
+                require(self.status == Status::ActionExecuting)?;
+                for call_id in call_ids {
+                    self.in_flight(call_id).ok_or_else(|| unexpected(call_id))?;
+                }
+                for pending in &mut self.turn {
+                    if call_ids.contains(&pending.call.id) {
+                        pending.queued = true;
+                    }
+                }
+            }
             EventKind::ActionAttemptFailed { call_id, .. } => {
                 require(self.status == Status::ActionExecuting)?;
                 self.in_flight(call_id).ok_or_else(|| unexpected(call_id))?;
@@ -191,7 +202,9 @@ impl SessionState {
                     },
                 );
             }
-            EventKind::Resumed { .. } | EventKind::Forked { .. } => self.require_open(illegal)?,
+            EventKind::Resumed { .. } | EventKind::Forked { .. } | EventKind::Queued { .. } => {
+                self.require_open(illegal)?;
+            }
             EventKind::Cancelled { reason } => {
                 self.require_open(illegal)?;
                 self.end(
@@ -274,6 +287,7 @@ impl SessionState {
                 observation: None,
                 needs_decision: false,
                 decision: None,
+                queued: false,
             })
             .collect();
         self.status = Status::ActionPending;

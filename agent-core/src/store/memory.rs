@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
+use tokio::sync::Notify;
 
+use super::memory_queue::MemoryQueue;
 use super::support::{check_batch, started_task, ttl_millis};
 use super::{
     Append, EventLog, LeaseStore, SessionIndex, SessionSummary, SnapshotStore, StoreError,
@@ -20,6 +22,8 @@ pub struct MemoryStore {
     logs: Mutex<HashMap<String, MemoryLog>>,
     leases: Mutex<HashMap<String, MemoryLease>>,
     snapshots: Mutex<HashMap<String, MemorySnapshot>>,
+    pub(super) queue: Mutex<MemoryQueue>,
+    pub(super) work: Notify,
 }
 
 /// One session's log and the public status its last writer folded.
@@ -35,7 +39,7 @@ type MemorySnapshot = (u64, Value);
 /// A lease in a [`MemoryStore`]: its owner and expiry in Unix milliseconds.
 type MemoryLease = (String, u64);
 
-fn locked<T>(mutex: &Mutex<T>) -> Result<MutexGuard<'_, T>, StoreError> {
+pub(super) fn locked<T>(mutex: &Mutex<T>) -> Result<MutexGuard<'_, T>, StoreError> {
     mutex
         .lock()
         .map_err(|_| StoreError::Backend("memory store lock poisoned".into()))

@@ -5,6 +5,7 @@
 //! who write a store, and `agent-testkit` a conformance suite every store passes.
 
 mod memory;
+mod memory_queue;
 pub mod support;
 
 use std::time::Duration;
@@ -13,6 +14,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::event::Event;
+use crate::queue::WorkQueue;
 use crate::state::{PublicStatus, SessionState, StateError};
 
 /// How durable a commit must be before `append` returns.
@@ -108,7 +110,7 @@ impl<'a> Append<'a> {
             session_id: events.first().map_or("", |event| event.session_id.as_str()),
             expected_seq,
             events,
-            status: state.status().public(),
+            status: state.public_status(),
             durability,
         }
     }
@@ -199,5 +201,10 @@ pub trait SnapshotStore: Send + Sync {
 pub trait EventStore: EventLog + SessionIndex + LeaseStore + SnapshotStore {}
 
 impl<T: EventLog + SessionIndex + LeaseStore + SnapshotStore + ?Sized> EventStore for T {}
+
+/// A store with a work queue: what workers, `agent submit` and the server use.
+pub trait Store: EventStore + WorkQueue {}
+
+impl<T: EventStore + WorkQueue + ?Sized> Store for T {}
 
 pub use self::memory::MemoryStore;

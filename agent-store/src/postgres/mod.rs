@@ -10,6 +10,7 @@
 
 mod lease;
 mod lease_writer;
+mod queue;
 pub(crate) mod schema;
 mod target;
 mod writer;
@@ -50,6 +51,9 @@ pub struct PostgresStore {
     leases: mpsc::UnboundedSender<LeaseOp>,
     me: ProcessIdentity,
     stats: Arc<CommitStats>,
+    /// Woken by `NOTIFY agent_work`, once a worker started listening.
+    work: Arc<tokio::sync::Notify>,
+    listening: std::sync::Once,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -166,7 +170,19 @@ impl PostgresStore {
             leases,
             me,
             stats,
+            work: Arc::default(),
+            listening: std::sync::Once::new(),
         })
+    }
+
+    /// Starts listening for wake-ups, once.
+    fn start_listening(&self) {
+        self.listening.call_once(|| {
+            tokio::spawn(queue::listen(
+                self.target.config().clone(),
+                Arc::clone(&self.work),
+            ));
+        });
     }
 
     /// Where this store is, for people (no password).

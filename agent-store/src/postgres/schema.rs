@@ -10,7 +10,7 @@ use super::detail;
 use crate::error::OpenError;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The advisory lock every migration holds (an arbitrary constant).
 const MIGRATION_LOCK: i64 = 0x6167_656e_745f_7631;
@@ -55,6 +55,32 @@ const MIGRATIONS: &[&str] = &[
         session_id text PRIMARY KEY,
         seq        bigint NOT NULL,
         body       text NOT NULL
+    );
+    "#,
+    // 2: the work queue: sessions waiting for a worker, tool calls waiting to run;
+    // claims expire by the server's clock.
+    r#"
+    CREATE TABLE agent.queue_sessions (
+        session_id         text PRIMARY KEY,
+        generation         bigint NOT NULL,
+        queued_at          timestamptz NOT NULL DEFAULT now(),
+        claimed_by         text,
+        claimed_generation bigint,
+        expires_at         timestamptz,
+        renewed_at         timestamptz
+    );
+    CREATE TABLE agent.queue_actions (
+        session_id  text NOT NULL,
+        call_id     text NOT NULL,
+        tool_name   text NOT NULL,
+        arguments   text NOT NULL,
+        idempotent  boolean NOT NULL,
+        attempts    integer NOT NULL DEFAULT 0,
+        queued_at   timestamptz NOT NULL DEFAULT now(),
+        claimed_by  text,
+        expires_at  timestamptz,
+        renewed_at  timestamptz,
+        PRIMARY KEY (session_id, call_id)
     );
     "#,
 ];

@@ -8,6 +8,7 @@
 //! own connection.
 
 mod lease;
+mod queue;
 mod read;
 pub(crate) mod schema;
 mod writer;
@@ -43,6 +44,8 @@ pub struct SqliteStore {
     reader: Arc<Mutex<Connection>>,
     me: Arc<ProcessIdentity>,
     stats: Arc<CommitStats>,
+    /// Wakes this process's workers when work is queued here.
+    work: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -98,6 +101,7 @@ impl SqliteStore {
             reader: Arc::new(Mutex::new(reader)),
             me: Arc::new(ProcessIdentity::current()),
             stats,
+            work: Arc::default(),
         })
     }
 

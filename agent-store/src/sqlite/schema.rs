@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use crate::error::OpenError;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Migration `n` (1-based) brings a database from version `n - 1` to `n`.
 const MIGRATIONS: &[&str] = &[
@@ -44,6 +44,29 @@ const MIGRATIONS: &[&str] = &[
          seq        INTEGER NOT NULL,
          body       TEXT NOT NULL
      ) STRICT;",
+    // 3: the work queue: sessions waiting for a worker, tool calls waiting to run.
+    "CREATE TABLE queue_sessions (
+         session_id         TEXT PRIMARY KEY NOT NULL,
+         generation         INTEGER NOT NULL,
+         queued_at          INTEGER NOT NULL,
+         claimed_by         TEXT,
+         claimed_generation INTEGER,
+         expires_at         INTEGER,
+         renewed_at         INTEGER
+     ) STRICT;
+     CREATE TABLE queue_actions (
+         session_id  TEXT NOT NULL,
+         call_id     TEXT NOT NULL,
+         tool_name   TEXT NOT NULL,
+         arguments   TEXT NOT NULL,
+         idempotent  INTEGER NOT NULL,
+         attempts    INTEGER NOT NULL,
+         queued_at   INTEGER NOT NULL,
+         claimed_by  TEXT,
+         expires_at  INTEGER,
+         renewed_at  INTEGER,
+         PRIMARY KEY (session_id, call_id)
+     ) STRICT, WITHOUT ROWID;",
 ];
 
 /// The version recorded in the database file.

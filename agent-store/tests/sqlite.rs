@@ -93,6 +93,27 @@ async fn concurrent_appends_of_many_sessions_share_commits() {
     assert!(store.stats().commits() <= 250);
 }
 
+/// Regression: a process that opened a store while another was creating it read
+/// the version before the creation's commit and the tables after it, and took
+/// the half-seen store for "an SQLite database of something else".
+#[test]
+fn processes_creating_one_store_at_once_all_open_it() {
+    let dir = TempDir::new("create-race");
+    for round in 0..30 {
+        let path = dir.0.join(format!("race-{round}.db"));
+        let openers: Vec<_> = (0..4)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || SqliteStore::open(&path).map(drop))
+            })
+            .collect();
+        for opener in openers {
+            let opened = opener.join().unwrap();
+            assert!(opened.is_ok(), "round {round}: {:?}", opened.err());
+        }
+    }
+}
+
 #[test]
 fn files_that_are_not_usable_stores_are_refused_unmodified() {
     let dir = TempDir::new("refuse");

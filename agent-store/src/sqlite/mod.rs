@@ -171,9 +171,10 @@ fn connect(path: &Path, extra: OpenFlags) -> Result<Connection, OpenError> {
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(OpenError::unreadable)?;
     check_compatible(&conn)?;
-    let mode: String = conn
-        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
-        .map_err(OpenError::unreadable)?;
+    let mode: String = schema::while_busy(|| {
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+    })
+    .map_err(OpenError::unreadable)?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(OpenError::Unreadable(format!(
             "cannot switch `{}` to WAL mode (it stays in `{mode}`)",

@@ -1,7 +1,9 @@
 //! The SQLite schema and its versioned migrations, tracked in `PRAGMA user_version`.
 //! A database written by a newer version is refused before anything is changed.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, ErrorCode, TransactionBehavior};
 
 use crate::error::OpenError;
 
@@ -74,31 +76,32 @@ pub fn stored_version(conn: &Connection) -> Result<u32, rusqlite::Error> {
     conn.pragma_query_value(None, "user_version", |row| row.get(0))
 }
 
-/// Refuses databases this build cannot use, without writing anything.
+/// Refuses databases this build cannot use, without writing anything. The
+/// version and the tables are read in one statement, so in one snapshot: a store
+/// another process is creating at this moment is seen before or after, never
+/// half made.
 pub fn check_compatible(conn: &Connection) -> Result<(), OpenError> {
-    let version = stored_version(conn).map_err(OpenError::unreadable)?;
+    let (version, table): (u32, Option<String>) = while_busy(|| {
+        conn.query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version),
+                    (SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 1)",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+    })
+    .map_err(OpenError::unreadable)?;
     if version > SCHEMA_VERSION {
         return Err(OpenError::Newer {
             found: version,
             supported: SCHEMA_VERSION,
         });
     }
-    if version == 0 {
-        let foreign: Option<String> = conn
-            .query_row(
-                "SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 1",
-                [],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(OpenError::unreadable)?;
-        if let Some(table) = foreign {
-            return Err(OpenError::NotAStore(format!(
-                "it is an SQLite database of something else (it has a table `{table}`)"
-            )));
-        }
+    match table {
+        Some(table) if version == 0 => Err(OpenError::NotAStore(format!(
+            "it is an SQLite database of something else (it has a table `{table}`)"
+        ))),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Applies every migration the database lacks, in one transaction.
@@ -122,6 +125,30 @@ pub fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(OpenError::unreadable)?;
     tx.commit().map_err(OpenError::unreadable)
+}
+
+/// How long opening a store waits out other processes that open or create it.
+const OPENING_WAIT: Duration = Duration::from_secs(10);
+
+/// Runs `op` again while the database is busy or locked, up to [`OPENING_WAIT`]:
+/// while a new store is created, SQLite reports some lock conflicts at once
+/// instead of waiting in its busy handler (a journal mode change, a read of a
+/// file being initialised).
+pub fn while_busy<T>(mut op: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let deadline = Instant::now() + OPENING_WAIT;
+    loop {
+        match op() {
+            Err(rusqlite::Error::SqliteFailure(failure, _))
+                if matches!(
+                    failure.code,
+                    ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked
+                ) && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,14 @@ pub struct Cli {
 pub enum Command {
     /// Run a task to its end and print the RunResult.
     Run(Box<RunArgs>),
+    /// Record a task and queue it for a worker; print its session id at once.
+    Submit(Box<RunArgs>),
+    /// Wait for a session to end (or pause for approval) and print its RunResult.
+    Wait(WaitArgs),
+    /// Claim and do queued sessions and tool calls until SIGINT or SIGTERM.
+    Worker(WorkerArgs),
+    /// Show what waits in the work queue and who works on it.
+    Queue(QueueArgs),
     /// Continue a stored session from where it stopped.
     Resume(Box<ResumeArgs>),
     /// List stored sessions, newest first.
@@ -73,15 +81,68 @@ pub struct RunArgs {
 pub struct ResumeArgs {
     /// The session to continue.
     pub session_id: String,
+    /// Queue the session for a worker and return at once (with the recorded flags).
+    #[arg(long)]
+    pub detach: bool,
     /// Flags that override what the session recorded at start.
     #[command(flatten)]
     pub flags: RunFlags,
 }
 
+/// `agent wait ID [--timeout SECS]`
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// The session.
+    pub session_id: String,
+    /// Give up after this many seconds (exit 9); the session keeps running.
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds, allow_negative_numbers = true)]
+    pub timeout: Option<f64>,
+    /// Print exactly one JSON RunResult on stdout and nothing else.
+    #[arg(long)]
+    pub json: bool,
+    /// Where sessions are stored.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `agent worker [--concurrency N] [--name NAME] [--tools a,b] …`
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Sessions and tool calls worked on at once.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrency: u16,
+    /// The worker's name in claims and logs (default: HOST:PID).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Run only calls of these tools, comma-separated; others are left for workers that have them.
+    #[arg(long, value_name = "a,b", value_delimiter = ',')]
+    pub tools: Option<Vec<String>>,
+    /// Seconds a stopping worker lets started work finish before giving it back.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_drain)]
+    pub drain: f64,
+    /// Seconds a claim lasts without renewal: how soon another worker takes over the work of one that died.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_seconds, allow_negative_numbers = true)]
+    pub lease_secs: f64,
+    /// Where sessions are stored.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `agent queue [--json]`
+#[derive(Debug, Args)]
+pub struct QueueArgs {
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Where sessions are stored.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
 /// `agent sessions [--status S]`
 #[derive(Debug, Args)]
 pub struct SessionsArgs {
-    /// Only sessions in this status: running, finished, failed or cancelled.
+    /// Only sessions in this status: queued, running, awaiting_approval, finished, failed or cancelled.
     #[arg(long, value_name = "S")]
     pub status: Option<String>,
     /// Print a JSON array.
@@ -256,6 +317,16 @@ impl RunFlags {
             trace: self.trace.clone(),
             trace_content: self.trace_content.clone(),
         }
+    }
+}
+
+/// Seconds of drain: zero (give back at once) up to an hour.
+fn parse_drain(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if seconds.is_finite() && (0.0..=3600.0).contains(&seconds) => Ok(seconds),
+        _ => Err(format!(
+            "`{text}` must be a number of seconds from 0 to 3600"
+        )),
     }
 }
 

@@ -12,6 +12,9 @@ pub enum CliError {
     /// The session is driven by another live process (exit 8).
     #[error("{0}")]
     Busy(String),
+    /// `agent wait` gave up; the session keeps running (exit 9).
+    #[error("{0}")]
+    TimedOut(String),
 }
 
 impl CliError {
@@ -21,6 +24,7 @@ impl CliError {
             Self::Usage(_) => 2,
             Self::Internal(_) => 1,
             Self::Busy(_) => 8,
+            Self::TimedOut(_) => 9,
         }
     }
 }

@@ -38,6 +38,10 @@ fn main() -> ExitCode {
 async fn execute(cli: Cli) -> Result<u8, CliError> {
     match cli.command {
         Command::Run(args) => commands::run::run(*args).await,
+        Command::Submit(args) => commands::submit::submit(*args).await,
+        Command::Wait(args) => commands::wait::wait(args).await,
+        Command::Worker(args) => commands::worker::worker(args).await,
+        Command::Queue(args) => commands::queue::queue(args).await,
         Command::Resume(args) => commands::resume::resume(*args).await,
         Command::Sessions(args) => commands::sessions::sessions(args).await,
         Command::Show(args) => commands::show::show(args).await,

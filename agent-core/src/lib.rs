@@ -10,6 +10,7 @@
 //! models is a [`Layer`].
 
 mod budget;
+mod call;
 mod cancel;
 mod control;
 mod engine;
@@ -34,6 +35,7 @@ mod tool;
 mod types;
 
 pub use budget::{Budgets, DEFAULT_MAX_STEPS, Exhausted, WallTime};
+pub use call::{CallObserver, call_result_event};
 pub use cancel::Cancellation;
 pub use control::{ControlError, Fork, cancel_session, decide_approval, fork_session};
 pub use engine::{

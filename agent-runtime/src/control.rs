@@ -1,12 +1,15 @@
 //! Human decisions on a stored session, as the CLI and the HTTP API take them:
 //! approve (optionally with edited arguments, checked against the tool's schema
-//! when the tool is a built-in one) and deny. No process drives a session while
-//! it waits, so the decisions are published to the session's recorded trace here.
+//! when the tool is a built-in one) and deny, and putting a session back in the
+//! work queue. No process drives a session while it waits, so the decisions are
+//! published to the session's recorded trace here. A decision that settles the
+//! last waiting call of a session that went through the work queue queues it
+//! again, so a worker continues it.
 
 use agent::tools::{ArgumentValidator, BuiltinOptions, builtin_tool};
 use agent::{
-    ApprovalDecision, ControlError, EventKind, EventStore, SessionState, StoreError,
-    decide_approval,
+    Append, ApprovalDecision, ControlError, Durability, Event, EventKind, EventStore, RunResult,
+    SessionState, Store, StoreError, decide_approval, load_state,
 };
 use serde_json::Value;
 
@@ -39,16 +42,25 @@ impl From<ConfigError> for DecisionError {
     }
 }
 
+/// What a decision did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decided {
+    /// The decided call ids.
+    pub calls: Vec<String>,
+    /// Whether the session went back to the work queue (it was submitted and
+    /// nothing waits any more); otherwise it continues with a resume.
+    pub queued: bool,
+}
+
 /// Approves the waiting calls of `session_id` (`call` alone, or all of them),
-/// with `arguments` instead of the proposed ones if given. Returns the decided
-/// call ids; the session then continues with a resume (or a worker).
+/// with `arguments` instead of the proposed ones if given.
 pub async fn approve(
-    store: &dyn EventStore,
+    store: &dyn Store,
     session_id: &str,
     call: Option<&str>,
     arguments: Option<Value>,
     by: &str,
-) -> Result<Vec<String>, DecisionError> {
+) -> Result<Decided, DecisionError> {
     if let Some(arguments) = &arguments {
         check_edit(store, session_id, call, arguments).await?;
     }
@@ -65,12 +77,12 @@ pub async fn approve(
 /// Denies the waiting calls of `session_id` (`call` alone, or all of them); the
 /// model receives `reason` as an error observation.
 pub async fn deny(
-    store: &dyn EventStore,
+    store: &dyn Store,
     session_id: &str,
     call: Option<&str>,
     reason: &str,
     by: &str,
-) -> Result<Vec<String>, DecisionError> {
+) -> Result<Decided, DecisionError> {
     decide(
         store,
         session_id,
@@ -84,16 +96,87 @@ pub async fn deny(
 }
 
 async fn decide(
-    store: &dyn EventStore,
+    store: &dyn Store,
     session_id: &str,
     call: Option<&str>,
     decision: ApprovalDecision,
     by: &str,
-) -> Result<Vec<String>, DecisionError> {
+) -> Result<Decided, DecisionError> {
     let before = store.load(session_id).await?.last().map_or(0, |e| e.seq);
-    let decided = decide_approval(store, session_id, call, decision, by).await?;
+    let calls = decide_approval(store, session_id, call, decision, by).await?;
     publish_to_trace(store, session_id, before).await?;
-    Ok(decided)
+    let state = load(store, session_id).await?;
+    let queued = state.is_submitted()
+        && state.undecided_calls().is_empty()
+        && queue_again(store, session_id, &format!("decided by {by}")).await? == Requeued::Queued;
+    Ok(Decided { calls, queued })
+}
+
+/// Where a session stands after [`queue_again`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Requeued {
+    /// It waits in the work queue for a worker.
+    Queued,
+    /// It has ended, or waits for a human decision: nothing to queue; its result.
+    Stopped(RunResult),
+}
+
+/// Tries at recording the queueing while others write to the same session.
+const QUEUE_TRIES: usize = 20;
+
+/// Puts a stored session back in the work queue for a worker to continue (`agent
+/// resume --detach`, or after a decision): records `Queued { reason }` in its log
+/// and queues it. A session that has ended or waits for a decision is left as it
+/// is and its result returned.
+pub async fn queue_again(
+    store: &dyn Store,
+    session_id: &str,
+    reason: &str,
+) -> Result<Requeued, DecisionError> {
+    for _ in 0..QUEUE_TRIES {
+        let mut state = load(store, session_id).await?;
+        if let Some(result) = state.run_result().or_else(|| state.awaiting_result()) {
+            return Ok(Requeued::Stopped(result));
+        }
+        let before = state.last_seq();
+        let event = Event::new(
+            session_id,
+            before + 1,
+            EventKind::Queued {
+                reason: reason.to_owned(),
+            },
+        );
+        state.apply(&event).map_err(ControlError::from)?;
+        match store
+            .append(Append::after(
+                &state,
+                std::slice::from_ref(&event),
+                Durability::Full,
+            ))
+            .await
+        {
+            Ok(()) => {
+                store.enqueue_session(session_id).await?;
+                publish_to_trace(store, session_id, before).await?;
+                return Ok(Requeued::Queued);
+            }
+            Err(StoreError::Conflict { .. }) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Err(StoreError::Backend(format!(
+        "the log of session `{session_id}` kept moving; it was not queued"
+    ))
+    .into())
+}
+
+async fn load(store: &dyn EventStore, session_id: &str) -> Result<SessionState, DecisionError> {
+    load_state(store, session_id)
+        .await
+        .map_err(|err| match err {
+            agent::EngineError::Store(store) => DecisionError::Store(store),
+            other => DecisionError::Store(StoreError::Backend(other.to_string())),
+        })
 }
 
 /// Refuses edited arguments that are not an object, that do not say which call

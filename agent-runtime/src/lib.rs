@@ -8,6 +8,8 @@
 //!   configured timeout, retry and circuit breaker), MCP servers, strategy,
 //!   budgets, completion gate, trace file.
 //! - [`control`]: human decisions on stored sessions.
+//! - [`Worker`]: claims queued sessions and tool calls from a store and does
+//!   them, on as many processes and machines as the store reaches.
 
 mod config;
 pub mod control;
@@ -15,6 +17,7 @@ mod error;
 mod model;
 mod session;
 mod tools;
+mod worker;
 
 pub use config::{
     CONFIG_VERSION, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_TOOL_RETRIES, DEFAULT_TOOL_TIMEOUT,
@@ -22,5 +25,8 @@ pub use config::{
 };
 pub use error::ConfigError;
 pub use model::{build as build_model, normalise as normalise_model};
-pub use session::{Session, SessionOptions, trace_sink};
+pub use session::{Session, SessionOptions, SubmitError, submit, trace_sink};
 pub use tools::{SessionTools, builtin_registry};
+pub use worker::{
+    DEFAULT_CLAIM_TTL, DEFAULT_DRAIN, Worker, WorkerBuilder, WorkerLog, WorkerReport,
+};

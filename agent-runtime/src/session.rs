@@ -8,7 +8,7 @@ use std::time::Duration;
 use agent::strategies::{ApprovalPolicy, Hitl, PlanExecute, ReAct};
 use agent::tools::{CommandGate, DEFAULT_GATE_TIMEOUT};
 use agent::trace::{ContentMode, JsonlTrace};
-use agent::{Engine, EventSink, EventStore, ExecutionStrategy, Tool, Toolbox};
+use agent::{Engine, EventSink, EventStore, ExecutionStrategy, Tool, Toolbox, WorkQueue};
 
 use crate::config::SessionConfig;
 use crate::error::ConfigError;
@@ -21,6 +21,8 @@ pub struct SessionOptions {
     pub sinks: Vec<Arc<dyn EventSink>>,
     /// Tools registered in code, offered beside the configured ones.
     pub extra_tools: Vec<Arc<dyn Tool>>,
+    /// The work queue, for `submit` and for drives that hand tool calls to workers.
+    pub queue: Option<Arc<dyn WorkQueue>>,
 }
 
 /// An engine built from a session configuration, and the MCP servers whose tools
@@ -28,16 +30,51 @@ pub struct SessionOptions {
 pub struct Session {
     /// The engine.
     pub engine: Engine,
-    tools: SessionTools,
+    tools: Option<SessionTools>,
 }
 
 impl Session {
-    /// Builds the engine `config` describes on `store`.
+    /// Builds the engine `config` describes on `store`, starting its tools.
     pub async fn open(
         config: &SessionConfig,
         store: Arc<dyn EventStore>,
         options: SessionOptions,
     ) -> Result<Self, ConfigError> {
+        let tools = SessionTools::start(config, &options.extra_tools).await?;
+        let toolbox = tools.toolbox.clone();
+        match Self::assemble(config, store, options, &toolbox).await {
+            Ok(engine) => Ok(Self {
+                engine,
+                tools: Some(tools),
+            }),
+            Err(err) => {
+                tools.shutdown().await;
+                Err(err)
+            }
+        }
+    }
+
+    /// Builds the engine `config` describes on `store` with tools started
+    /// already (`config`'s, kept running by the caller — a worker serving many
+    /// sessions of one configuration).
+    pub async fn with_toolbox(
+        config: &SessionConfig,
+        store: Arc<dyn EventStore>,
+        options: SessionOptions,
+        toolbox: &Toolbox,
+    ) -> Result<Self, ConfigError> {
+        Ok(Self {
+            engine: Self::assemble(config, store, options, toolbox).await?,
+            tools: None,
+        })
+    }
+
+    async fn assemble(
+        config: &SessionConfig,
+        store: Arc<dyn EventStore>,
+        options: SessionOptions,
+        toolbox: &Toolbox,
+    ) -> Result<Engine, ConfigError> {
         let timeout = Duration::try_from_secs_f64(config.request_timeout_secs)
             .map_err(|err| ConfigError::new(format!("--request-timeout: {err}")))?;
         let model = crate::model::build(&config.model, store.as_ref(), timeout).await?;
@@ -49,37 +86,62 @@ impl Session {
             ),
             None => None,
         };
-        let tools = SessionTools::start(config, &options.extra_tools).await?;
-        let strategy = match strategy(config, &tools.toolbox) {
-            Ok(strategy) => strategy,
-            Err(err) => {
-                tools.shutdown().await;
-                return Err(err);
-            }
-        };
+        let strategy = strategy(config, toolbox)?;
         let mut builder = Engine::builder(model, strategy)
             .store(store)
-            .tools(tools.toolbox.clone())
+            .tools(toolbox.clone())
             .budgets(config.budgets())
             .workspace(config.workspace.clone())
             .max_output_tokens(Some(config.max_output_tokens));
+        if let Some(queue) = options.queue {
+            builder = builder.queue(queue);
+        }
         if let Some(gate) = gate {
             builder = builder.completion_gate(Arc::new(gate));
         }
         for sink in sinks {
             builder = builder.sink(sink);
         }
-        Ok(Self {
-            engine: builder.build(),
-            tools,
-        })
+        Ok(builder.build())
     }
 
-    /// Drops the engine and stops every MCP server.
+    /// Drops the engine and stops every MCP server it started.
     pub async fn shutdown(self) {
         drop(self.engine);
-        self.tools.shutdown().await;
+        if let Some(tools) = self.tools {
+            tools.shutdown().await;
+        }
     }
+}
+
+/// Why [`submit`] did not queue a session.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    /// The configuration cannot be turned into an engine.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The session could not be recorded or queued.
+    #[error(transparent)]
+    Engine(#[from] agent::EngineError),
+}
+
+/// Records a session for `task` with `config` (checked as `agent run` checks it:
+/// its model, its tools, its MCP servers start) and queues it for a worker;
+/// returns its id. To submit many sessions of one configuration, open one
+/// [`Session`] with the queue and call `engine.submit` for each.
+pub async fn submit(
+    config: &SessionConfig,
+    store: Arc<dyn agent::Store>,
+    task: impl Into<String>,
+) -> Result<String, SubmitError> {
+    let options = SessionOptions {
+        queue: Some(store.clone()),
+        ..SessionOptions::default()
+    };
+    let session = Session::open(config, store, options).await?;
+    let submitted = session.engine.submit(task, config.to_value()).await;
+    session.shutdown().await;
+    Ok(submitted?)
 }
 
 /// The JSONL trace sink of `config`, if it names a trace file.

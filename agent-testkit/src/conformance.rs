@@ -438,8 +438,14 @@ pub async fn queued_actions_count_their_attempts_and_go_to_workers_with_the_tool
     let tool = unique("tool");
     let worker = unique("worker");
     let queued = action(&s, "call_1", &tool, false);
-    store.enqueue_actions(&[queued.clone()]).await.unwrap();
-    store.enqueue_actions(&[queued.clone()]).await.unwrap();
+    store
+        .enqueue_actions(std::slice::from_ref(&queued))
+        .await
+        .unwrap();
+    store
+        .enqueue_actions(std::slice::from_ref(&queued))
+        .await
+        .unwrap();
     let others = [unique("other-tool")];
     assert!(
         store

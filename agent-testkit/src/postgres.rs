@@ -56,7 +56,15 @@ pub async fn dump(url: &str) -> String {
         .unwrap();
     let driver = tokio::spawn(connection);
     let mut text = String::new();
-    for table in ["sessions", "events", "leases", "snapshots", "meta"] {
+    for table in [
+        "sessions",
+        "events",
+        "leases",
+        "snapshots",
+        "queue_sessions",
+        "queue_actions",
+        "meta",
+    ] {
         let rows = client
             .simple_query(&format!("SELECT t::text FROM agent.{table} t"))
             .await

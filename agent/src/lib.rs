@@ -81,6 +81,10 @@ pub use agent_core::{
     WorkContext, WorkRecord, cancel_session, decide_approval, fork_session, load_state,
     new_session_id, now_millis, snapshot_of, strict_json,
 };
+pub use agent_core::{
+    ActionClaim, CallObserver, Drive, QueueView, QueuedAction, QueuedActionView, QueuedSessionView,
+    SessionClaim, WorkQueue, call_result_event,
+};
 
 /// Resilience layers for tools and models: timeout, retry, circuit breaker.
 pub mod layers {

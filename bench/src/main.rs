@@ -5,8 +5,10 @@
 //! ```sh
 //! cargo run --release -p bench -- run --sessions 200 --tool-steps 4 --store sqlite --concurrency 50
 //! cargo run --release -p bench -- resume --events 1000
+//! cargo build --release -p agent-cli && cargo run --release -p bench -- workers --store sqlite
 //! ```
 
+mod workers;
 mod workload;
 
 use std::io::Write;
@@ -38,6 +40,8 @@ enum Command {
     Run(RunArgs),
     /// Time to resume a session of about `--events` events, with and without snapshots.
     Resume(ResumeArgs),
+    /// Sessions whose tool sleeps, run from the work queue by 1, 2, 4 `agent worker` processes.
+    Workers(workers::WorkersArgs),
 }
 
 /// Where a benchmark's events go.
@@ -404,5 +408,6 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Run(args) => run(args).await,
         Command::Resume(args) => resume(args).await,
+        Command::Workers(args) => workers::workers(args).await,
     }
 }

@@ -1,5 +1,5 @@
 //! `agent approve` and `agent deny`: decide calls that wait for a human. The
-//! session continues with `agent resume`.
+//! session continues with `agent resume`, or on a worker when it was submitted.
 
 use agent::strict_json;
 use agent_runtime::control;
@@ -53,13 +53,23 @@ pub async fn deny(args: DenyArgs) -> Result<u8, CliError> {
     report(&args.session_id, &decided, "denied", args.json)
 }
 
-fn report(session_id: &str, decided: &[String], what: &str, json: bool) -> Result<u8, CliError> {
+fn report(
+    session_id: &str,
+    decided: &control::Decided,
+    what: &str,
+    json: bool,
+) -> Result<u8, CliError> {
     if json {
-        print_json(&json!({"session_id": session_id, "decided": decided}))?;
+        print_json(&json!({"session_id": session_id, "decided": decided.calls}))?;
+    } else if decided.queued {
+        print(&format!(
+            "{what}: {}\nqueued for a worker; follow it with: agent wait {session_id}",
+            decided.calls.join(", ")
+        ))?;
     } else {
         print(&format!(
             "{what}: {}\ncontinue with: agent resume {session_id}",
-            decided.join(", ")
+            decided.calls.join(", ")
         ))?;
     }
     Ok(0)

@@ -3,8 +3,12 @@
 pub mod approve;
 pub mod cancel;
 pub mod fork;
+pub mod queue;
 pub mod resume;
 pub mod run;
 pub mod sessions;
 pub mod show;
+pub mod submit;
 pub mod trace;
+pub mod wait;
+pub mod worker;

@@ -1,15 +1,19 @@
 //! `agent resume ID`: continue a stored session with the configuration it recorded
 //! at start (flags given here override it). An ended session prints its result again.
 //! A fork keeps its parent's flags except the trace file, used only when `--trace`
-//! is given again.
+//! is given again. With `--detach` the session is queued for a worker instead,
+//! with the flags it recorded, and the command returns at once.
 
 use agent::{EventKind, SessionState};
-use agent_runtime::{Session, SessionConfig};
+use agent_runtime::control::{Requeued, queue_again};
+use agent_runtime::{RunOptions, Session, SessionConfig};
+use serde_json::json;
 
 use crate::cli::ResumeArgs;
 use crate::commands::run::{current_dir, sinks};
 use crate::console::report;
 use crate::error::CliError;
+use crate::output::{print, print_json};
 use crate::store;
 
 /// Resumes the session; returns the exit code of its RunResult.
@@ -36,6 +40,9 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
             args.session_id
         )));
     }
+    if args.detach {
+        return detach(&args, store.as_ref()).await;
+    }
     let mut recorded = SessionConfig::recorded(config)?;
     if events
         .iter()
@@ -48,4 +55,27 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
     let outcome = session.engine.resume(&args.session_id).await;
     session.shutdown().await;
     report(&outcome?, args.flags.json)
+}
+
+/// Queues the session for a worker, which runs it with the flags it recorded.
+async fn detach(args: &ResumeArgs, store: &dyn agent::Store) -> Result<u8, CliError> {
+    if args.flags.options() != RunOptions::default() {
+        return Err(CliError::Usage(
+            "--detach continues the session on a worker with the flags it recorded; drop the other run flags (only --store and --json go with it)".into(),
+        ));
+    }
+    match queue_again(store, &args.session_id, "resume").await? {
+        Requeued::Stopped(result) => report(&result, args.flags.json),
+        Requeued::Queued => {
+            if args.flags.json {
+                print_json(&json!({"session_id": args.session_id, "status": "queued"}))?;
+            } else {
+                print(&format!(
+                    "session {} queued\nfollow it with: agent wait {}",
+                    args.session_id, args.session_id
+                ))?;
+            }
+            Ok(0)
+        }
+    }
 }

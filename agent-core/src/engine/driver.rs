@@ -240,18 +240,3 @@ pub(super) fn internal_failure(error: impl Into<String>) -> EventKind {
         error: Some(error.into()),
     }
 }
-
-/// What a panicked (or cancelled) task said.
-pub(super) fn panic_message(err: tokio::task::JoinError) -> String {
-    if !err.is_panic() {
-        return "the task was cancelled".into();
-    }
-    let payload = err.into_panic();
-    if let Some(text) = payload.downcast_ref::<&str>() {
-        (*text).to_owned()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "a panic without a message".into()
-    }
-}

@@ -1,5 +1,6 @@
-//! What layers report while the engine waits for a model or a tool: retries and
-//! circuit-breaker changes, kept as events and recorded when the call returns.
+//! What layers report while the engine waits for a model: retries, kept as
+//! events and recorded when the call returns (a tool call's are kept by its
+//! [`CallObserver`](crate::CallObserver)).
 
 use std::sync::{Arc, Mutex};
 
@@ -43,31 +44,4 @@ impl LayerObserver for ModelReports {
     }
 
     fn circuit_changed(&self, _target: &str, _state: CircuitState) {}
-}
-
-/// The observer of one tool call, naming it in every report.
-pub(super) struct CallReports {
-    pub(super) call_id: String,
-    pub(super) tool_name: String,
-    pub(super) reports: Arc<Reports>,
-}
-
-impl LayerObserver for CallReports {
-    fn retrying(&self, notice: RetryNotice) {
-        self.reports.push(EventKind::ActionAttemptFailed {
-            call_id: self.call_id.clone(),
-            tool_name: self.tool_name.clone(),
-            attempt: notice.attempt,
-            delay_ms: millis(&notice),
-            error: notice.error,
-            retryable: true,
-        });
-    }
-
-    fn circuit_changed(&self, target: &str, state: CircuitState) {
-        self.reports.push(EventKind::CircuitChanged {
-            tool_name: target.to_owned(),
-            state,
-        });
-    }
 }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use tokio::task::JoinSet;
 
-use super::driver::{Driver, internal_failure, panic_message};
-use super::reports::{CallReports, Reports};
+use super::driver::{Driver, internal_failure};
+use crate::call::{CallObserver, call_result_event};
 use crate::cancel::Cancellation;
 use crate::error::EngineError;
 use crate::event::EventKind;
@@ -18,7 +18,7 @@ use crate::guard::Checkpoint;
 use crate::queue::QueuedAction;
 use crate::state::Status;
 use crate::store::Durability;
-use crate::tool::{Tool, ToolContext, ToolError};
+use crate::tool::{Tool, ToolContext};
 use crate::types::{Observation, ToolCall};
 
 /// The observation a non-idempotent call gets when a crash left its outcome unknown.
@@ -171,7 +171,6 @@ impl Driver<'_> {
     async fn execute(&mut self, calls: Vec<ToolCall>) -> Result<(), EngineError> {
         let mut running = JoinSet::new();
         let mut calls_by_task = HashMap::new();
-        let reports = Arc::new(Reports::default());
         let cancel = Cancellation::new();
         for call in calls {
             let Some(tool) = self.tool(&call) else {
@@ -181,21 +180,18 @@ impl Driver<'_> {
                 })?;
                 continue;
             };
+            let observer = CallObserver::new(&call);
             let ctx = ToolContext {
                 session_id: self.state.session_id().to_owned(),
                 call_id: call.id.clone(),
                 attempt: 1,
                 workspace: Arc::clone(&self.engine.workspace),
-                observer: Arc::new(CallReports {
-                    call_id: call.id.clone(),
-                    tool_name: call.tool_name.clone(),
-                    reports: Arc::clone(&reports),
-                }),
+                observer: Arc::clone(&observer) as Arc<dyn crate::layer::LayerObserver>,
                 cancel: cancel.clone(),
             };
             let arguments = call.arguments.clone();
             let handle = running.spawn(async move { tool.call(arguments, &ctx).await });
-            calls_by_task.insert(handle.id(), call);
+            calls_by_task.insert(handle.id(), (call, observer));
         }
         while !running.is_empty() {
             let joined = self.bounds.wait(running.join_next_with_id()).await;
@@ -210,36 +206,13 @@ impl Driver<'_> {
                 Ok((task_id, outcome)) => (task_id, Ok(outcome)),
                 Err(err) => (err.id(), Err(err)),
             };
-            let Some(call) = calls_by_task.remove(&task_id) else {
+            let Some((call, observer)) = calls_by_task.remove(&task_id) else {
                 continue;
             };
-            for report in reports.take() {
+            for report in observer.take() {
                 self.record(report)?;
             }
-            let kind = match outcome {
-                Ok(Ok(output)) => EventKind::ActionCompleted {
-                    observation: Observation::success(&call, output.content),
-                },
-                Ok(Err(ToolError::InvalidArguments(message))) => EventKind::ActionCompleted {
-                    observation: Observation::error(
-                        &call,
-                        format!("invalid arguments for `{}`: {message}", call.tool_name),
-                    ),
-                },
-                Ok(Err(ToolError::Failed { message, .. })) => EventKind::ActionCompleted {
-                    observation: Observation::error(&call, message),
-                },
-                Ok(Err(ToolError::Internal(message))) => internal_failure(format!(
-                    "tool `{}` failed unexpectedly on call `{}`: {message}",
-                    call.tool_name, call.id
-                )),
-                Err(join_error) => internal_failure(format!(
-                    "tool `{}` panicked on call `{}`: {}",
-                    call.tool_name,
-                    call.id,
-                    panic_message(join_error)
-                )),
-            };
+            let kind = call_result_event(&call, outcome);
             self.record(kind)?;
             if self.state.status().is_terminal() {
                 cancel.cancel();

@@ -10,7 +10,8 @@ use std::collections::HashMap;
 
 use tokio::task::JoinSet;
 
-use super::driver::{Driver, internal_failure, panic_message};
+use super::driver::{Driver, internal_failure};
+use crate::call::panic_message;
 use crate::error::EngineError;
 use crate::event::EventKind;
 use crate::guard::Checkpoint;

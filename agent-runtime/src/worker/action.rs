@@ -1,0 +1,236 @@
+//! A worker runs one claimed tool call, as the engine would in its own process:
+//! with the tools of the session's configuration (and their layers), in a task
+//! of its own (a panic is recorded), its layers' reports and its result appended
+//! to the log with optimistic concurrency, published to the session's trace. A
+//! call claimed again after an expiry (its worker died mid-call) is run again when
+//! idempotent and otherwise reported `interrupted: outcome unknown`. When its
+//! result completes the turn, the session is queued to be driven again.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use agent::{
+    ActionClaim, Append, CallObserver, Cancellation, Durability, Event, EventKind, INTERRUPTED,
+    Observation, SessionState, StoreError, Toolbox, call_result_event, load_state,
+};
+use tokio::sync::Mutex;
+
+use super::Shared;
+use super::drive::BROKEN_BACKOFF;
+use crate::config::SessionConfig;
+use crate::control::publish_to_trace;
+use crate::tools::SessionTools;
+
+/// Tries at appending a result while others write to the same session.
+const APPEND_TRIES: usize = 20;
+
+/// The tools of the sessions a worker served, by the configuration that built
+/// them, with their MCP servers kept running until the worker stops.
+#[derive(Default)]
+pub(super) struct ToolCache {
+    built: Mutex<HashMap<String, SessionTools>>,
+}
+
+impl ToolCache {
+    /// The toolbox of `config`, built once.
+    pub(super) async fn toolbox(
+        &self,
+        config: &SessionConfig,
+        extra: &[Arc<dyn agent::Tool>],
+    ) -> Result<Toolbox, String> {
+        let key = serde_json::json!({
+            "tools": config.tools, "allow_cmd": config.allow_cmd, "mcp": config.mcp,
+            "mcp_timeout": config.mcp_timeout_secs, "tool_timeout": config.tool_timeout_secs,
+            "tool_retries": config.tool_retries,
+        })
+        .to_string();
+        let mut built = self.built.lock().await;
+        if let Some(tools) = built.get(&key) {
+            return Ok(tools.toolbox.clone());
+        }
+        let tools = SessionTools::start(config, extra)
+            .await
+            .map_err(|err| err.to_string())?;
+        let toolbox = tools.toolbox.clone();
+        built.insert(key, tools);
+        Ok(toolbox)
+    }
+
+    /// Stops every MCP server the cache started.
+    pub(super) async fn shutdown(&self) {
+        let built = std::mem::take(&mut *self.built.lock().await);
+        for tools in built.into_values() {
+            tools.shutdown().await;
+        }
+    }
+}
+
+/// Runs the call of `claim` and settles its queue entry.
+pub(super) async fn run(shared: &Shared, claim: ActionClaim) {
+    let action = &claim.action;
+    match serve(shared, &claim).await {
+        Ok(Served::Recorded) => shared.say(&format!(
+            "ran {} [{}] of {}",
+            action.call.tool_name, action.call.id, action.session_id
+        )),
+        Ok(Served::AlreadyDone) => {}
+        Ok(Served::LacksTool(why)) => {
+            shared.say(&format!(
+                "leaves {} [{}] of {} to a worker that has the tool: {why}",
+                action.call.tool_name, action.call.id, action.session_id
+            ));
+            tokio::time::sleep(BROKEN_BACKOFF).await;
+            if let Err(err) = shared
+                .store
+                .release_action(&action.session_id, &action.call.id, &shared.name)
+                .await
+            {
+                shared.say(&format!("cannot give back {}: {err}", action.call.id));
+            }
+            return;
+        }
+        Err(err) => {
+            shared.say(&format!(
+                "cannot record {} [{}] of {}: {err}",
+                action.call.tool_name, action.call.id, action.session_id
+            ));
+            return;
+        }
+    }
+    if let Err(err) = shared
+        .store
+        .finish_action(&action.session_id, &action.call.id)
+        .await
+    {
+        shared.say(&format!("cannot finish {}: {err}", action.call.id));
+    }
+}
+
+/// How a claimed call was served.
+enum Served {
+    /// Its result (or interruption) is in the log now.
+    Recorded,
+    /// The log already had its result, or the session ended.
+    AlreadyDone,
+    /// This worker cannot run it.
+    LacksTool(String),
+}
+
+async fn serve(shared: &Shared, claim: &ActionClaim) -> Result<Served, StoreError> {
+    let store = &shared.store;
+    let action = &claim.action;
+    let state = load(shared, &action.session_id).await?;
+    if !in_flight(&state, &action.call.id) {
+        queue_if_turn_done(shared, &state).await?;
+        return Ok(Served::AlreadyDone);
+    }
+    let events = if claim.attempt > 1 && !action.idempotent {
+        vec![EventKind::ActionCompleted {
+            observation: Observation::error(&action.call, INTERRUPTED),
+        }]
+    } else {
+        match call(shared, &state, claim).await {
+            Ok(events) => events,
+            Err(why) => return Ok(Served::LacksTool(why)),
+        }
+    };
+    for _ in 0..APPEND_TRIES {
+        let state = load(shared, &action.session_id).await?;
+        if !in_flight(&state, &action.call.id) {
+            return Ok(Served::AlreadyDone);
+        }
+        let before = state.last_seq();
+        let mut after = state;
+        let mut batch = Vec::with_capacity(events.len());
+        for kind in &events {
+            let event = Event::new(&action.session_id, after.last_seq() + 1, kind.clone());
+            if after.apply(&event).is_err() {
+                continue;
+            }
+            batch.push(event);
+        }
+        if batch.is_empty() {
+            return Ok(Served::AlreadyDone);
+        }
+        match store
+            .append(Append::after(&after, &batch, Durability::Full))
+            .await
+        {
+            Ok(()) => {
+                if let Err(err) = publish_to_trace(store.as_ref(), &action.session_id, before).await
+                {
+                    shared.say(&format!(
+                        "cannot write the trace of {}: {err}",
+                        action.session_id
+                    ));
+                }
+                queue_if_turn_done(shared, &after).await?;
+                return Ok(Served::Recorded);
+            }
+            Err(StoreError::Conflict { .. }) => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Err(StoreError::Backend(format!(
+        "the log of session `{}` kept moving; the call's result was not recorded",
+        action.session_id
+    )))
+}
+
+async fn load(shared: &Shared, session_id: &str) -> Result<SessionState, StoreError> {
+    load_state(shared.store.as_ref(), session_id)
+        .await
+        .map_err(|err| StoreError::Backend(err.to_string()))
+}
+
+fn in_flight(state: &SessionState, call_id: &str) -> bool {
+    !state.status().is_terminal()
+        && state
+            .in_flight_calls()
+            .iter()
+            .any(|call| call.id == call_id)
+}
+
+/// Queues the session to be driven when its turn has all its results.
+async fn queue_if_turn_done(shared: &Shared, state: &SessionState) -> Result<(), StoreError> {
+    if !state.status().is_terminal() && state.in_flight_calls().is_empty() {
+        shared.store.enqueue_session(state.session_id()).await?;
+    }
+    Ok(())
+}
+
+/// Runs the call with the session's tools; the events to record, or why this
+/// worker cannot run it.
+async fn call(
+    shared: &Shared,
+    state: &SessionState,
+    claim: &ActionClaim,
+) -> Result<Vec<EventKind>, String> {
+    let config = SessionConfig::recorded(state.config()).map_err(|err| err.to_string())?;
+    let toolbox = shared.cache.toolbox(&config, &shared.extra_tools).await?;
+    let call = &claim.action.call;
+    let tool = toolbox
+        .get(&call.tool_name)
+        .cloned()
+        .ok_or_else(|| format!("no tool `{}` in its configuration here", call.tool_name))?;
+    let observer = CallObserver::new(call);
+    let ctx = agent::ToolContext {
+        session_id: claim.action.session_id.clone(),
+        call_id: call.id.clone(),
+        attempt: claim.attempt,
+        workspace: Arc::from(config.workspace.as_path()),
+        observer: Arc::clone(&observer) as Arc<dyn agent::LayerObserver>,
+        cancel: Cancellation::new(),
+    };
+    let arguments = call.arguments.clone();
+    // In a set of its own, so that a worker that gives up on the call (its drain
+    // ran out) stops the tool too.
+    let mut running = tokio::task::JoinSet::new();
+    running.spawn(async move { tool.call(arguments, &ctx).await });
+    let Some(outcome) = running.join_next().await else {
+        return Err("the call's task vanished".into());
+    };
+    let mut events = observer.take();
+    events.push(call_result_event(call, outcome));
+    Ok(events)
+}

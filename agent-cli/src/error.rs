@@ -39,15 +39,30 @@ impl From<agent::StoreError> for CliError {
             StoreError::Leased { .. } | StoreError::LeaseLost(_) => {
                 Self::Busy(format!("{err}; wait for it to end, or `agent cancel` it"))
             }
+            StoreError::Corrupt(_) => Self::Usage(damaged(&err)),
             other => Self::Internal(other.to_string()),
         }
     }
+}
+
+/// The message for a log that cannot be read or folded: the data, not the
+/// runtime, is wrong, and nothing was changed.
+fn damaged(err: &dyn std::fmt::Display) -> String {
+    format!(
+        "{err}; nothing was changed: restore the store from a backup (other sessions are unaffected)"
+    )
+}
+
+/// A log that does not fold (exit 2, like any unreadable input).
+pub fn inconsistent(err: agent::StateError) -> CliError {
+    CliError::Usage(damaged(&format!("the session log is inconsistent: {err}")))
 }
 
 impl From<agent::EngineError> for CliError {
     fn from(err: agent::EngineError) -> Self {
         match err {
             agent::EngineError::Store(store) => store.into(),
+            agent::EngineError::State(state) => inconsistent(state),
             other => Self::Internal(other.to_string()),
         }
     }
@@ -57,11 +72,11 @@ impl From<agent::ControlError> for CliError {
     fn from(err: agent::ControlError) -> Self {
         match err {
             agent::ControlError::Store(store) => store.into(),
+            agent::ControlError::State(state) => inconsistent(state),
             usage @ (agent::ControlError::Ended { .. }
             | agent::ControlError::OutOfRange { .. }
             | agent::ControlError::NothingPending { .. }
             | agent::ControlError::NotPending { .. }) => Self::Usage(usage.to_string()),
-            other => Self::Internal(other.to_string()),
         }
     }
 }

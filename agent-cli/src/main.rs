@@ -5,6 +5,7 @@ mod cli;
 mod commands;
 mod console;
 mod error;
+mod interrupt;
 mod output;
 mod store;
 

@@ -114,6 +114,39 @@ async fn openai_compatible_server_finishes_after_a_retried_429_with_summed_usage
     assert_eq!(second[3]["content"], "84");
 }
 
+/// Regression: every `retry` line carried the moment the call returned, not the
+/// moment of its retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_retry_line_carries_the_moment_of_its_retry() {
+    let busy =
+        || Reply::status(429, r#"{"error":{"message":"slow down"}}"#).header("Retry-After", "1");
+    let server = FakeProvider::start(vec![busy(), busy(), openai_text("done")])
+        .await
+        .unwrap();
+    let scratch = scratch("retry-times");
+    let output = run(&scratch, &format!("openai:m@{}/v1", server.url()), &[], &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let lines = trace_lines(&scratch.path("trace.jsonl"));
+    let at = |kind: &str| -> Vec<u64> {
+        lines
+            .iter()
+            .filter(|line| line["event_type"] == kind)
+            .map(|line| line["at_ms"].as_u64().unwrap())
+            .collect()
+    };
+    let retries = at("retry");
+    let answered = at("model_action");
+    assert_eq!(retries.len(), 2, "{lines:?}");
+    assert!(
+        retries[1] >= retries[0] + 900,
+        "the second retry came a Retry-After after the first: {retries:?}"
+    );
+    assert!(
+        answered[0] >= retries[1] + 900,
+        "the answer came a Retry-After after the second retry: {retries:?} {answered:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anthropic_server_finishes_after_a_retried_429_with_summed_usage() {
     let server = FakeProvider::start(vec![

@@ -4,18 +4,39 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::event::EventKind;
+use crate::event::{EventKind, now_millis};
 use crate::layer::{CircuitState, LayerObserver, RetryNotice};
 use crate::result::ExitReason;
 use crate::tool::{ToolError, ToolOutput};
 use crate::types::{Observation, ToolCall};
+
+/// An event that happened before it was recorded, with the moment it happened
+/// (Unix milliseconds): a layer's report is recorded when the call returns, but
+/// its event carries the time of the retry it reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timed {
+    /// The event.
+    pub kind: EventKind,
+    /// When it happened.
+    pub at: u64,
+}
+
+impl Timed {
+    /// `kind`, happening now.
+    pub fn now(kind: EventKind) -> Self {
+        Self {
+            kind,
+            at: now_millis(),
+        }
+    }
+}
 
 /// The observer of one call: keeps what its layers report, as events.
 #[derive(Debug)]
 pub struct CallObserver {
     call_id: String,
     tool_name: String,
-    events: Mutex<Vec<EventKind>>,
+    events: Mutex<Vec<Timed>>,
 }
 
 impl CallObserver {
@@ -28,8 +49,8 @@ impl CallObserver {
         })
     }
 
-    /// What the layers reported so far, oldest first.
-    pub fn take(&self) -> Vec<EventKind> {
+    /// What the layers reported so far, oldest first, each with its moment.
+    pub fn take(&self) -> Vec<Timed> {
         self.events
             .lock()
             .map(|mut events| std::mem::take(&mut *events))
@@ -38,7 +59,7 @@ impl CallObserver {
 
     fn push(&self, event: EventKind) {
         if let Ok(mut events) = self.events.lock() {
-            events.push(event);
+            events.push(Timed::now(event));
         }
     }
 }

@@ -35,7 +35,7 @@ mod tool;
 mod types;
 
 pub use budget::{Budgets, DEFAULT_MAX_STEPS, Exhausted, WallTime};
-pub use call::{CallObserver, call_result_event};
+pub use call::{CallObserver, Timed, call_result_event};
 pub use cancel::Cancellation;
 pub use control::{ControlError, Fork, cancel_session, decide_approval, fork_session};
 pub use engine::{

@@ -99,9 +99,9 @@ async fn concurrent_appends_of_many_sessions_share_commits() {
 #[test]
 fn processes_creating_one_store_at_once_all_open_it() {
     let dir = TempDir::new("create-race");
-    for round in 0..30 {
+    for round in 0..20 {
         let path = dir.0.join(format!("race-{round}.db"));
-        let openers: Vec<_> = (0..4)
+        let openers: Vec<_> = (0..16)
             .map(|_| {
                 let path = path.clone();
                 std::thread::spawn(move || SqliteStore::open(&path).map(drop))

@@ -12,7 +12,8 @@ use serde_json::json;
 use crate::cli::ResumeArgs;
 use crate::commands::run::{current_dir, sinks};
 use crate::console::report;
-use crate::error::CliError;
+use crate::error::{CliError, inconsistent};
+use crate::interrupt::{StopSignals, report_stop};
 use crate::output::{print, print_json};
 use crate::store;
 
@@ -20,8 +21,7 @@ use crate::store;
 pub async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
     let store = store::open_for(&args.flags.store.store, &args.session_id).await?;
     let events = store.load(&args.session_id).await?;
-    let state = SessionState::from_events(&args.session_id, &events)
-        .map_err(|err| CliError::Internal(format!("the session log is inconsistent: {err}")))?;
+    let state = SessionState::from_events(&args.session_id, &events).map_err(inconsistent)?;
     if let Some(result) = state.run_result() {
         return report(&result, args.flags.json);
     }
@@ -51,10 +51,17 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
         recorded.trace = None;
     }
     let config = SessionConfig::resolve(&args.flags.options(), Some(&recorded), &current_dir()?)?;
-    let session = Session::open(&config, store, sinks(args.flags.json)).await?;
-    let outcome = session.engine.resume(&args.session_id).await;
+    let mut stops = StopSignals::listen()?;
+    let session = Session::open(&config, store.clone(), sinks(args.flags.json)).await?;
+    let outcome = tokio::select! {
+        outcome = session.engine.resume(&args.session_id) => Ok(outcome),
+        stop = stops.next() => Err(stop),
+    };
     session.shutdown().await;
-    report(&outcome?, args.flags.json)
+    match outcome {
+        Ok(outcome) => report(&outcome?, args.flags.json),
+        Err(stop) => Ok(report_stop(stop, store.as_ref(), &args.session_id).await),
+    }
 }
 
 /// Queues the session for a worker, which runs it with the flags it recorded.

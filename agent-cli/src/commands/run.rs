@@ -5,16 +5,25 @@ use agent_runtime::{Session, SessionConfig, SessionOptions};
 use crate::cli::RunArgs;
 use crate::console::{console, report};
 use crate::error::CliError;
+use crate::interrupt::{StopSignals, report_stop};
 use crate::store;
 
 /// Runs the task; returns the exit code of its RunResult.
 pub async fn run(args: RunArgs) -> Result<u8, CliError> {
     let config = SessionConfig::resolve(&args.flags.options(), None, &current_dir()?)?;
     let store = store::open(&args.flags.store.store).await?;
-    let session = Session::open(&config, store, sinks(args.flags.json)).await?;
-    let outcome = session.engine.run(args.task, config.to_value()).await;
+    let mut stops = StopSignals::listen()?;
+    let session = Session::open(&config, store.clone(), sinks(args.flags.json)).await?;
+    let session_id = agent::new_session_id();
+    let outcome = tokio::select! {
+        outcome = session.engine.run_as(&session_id, args.task, config.to_value()) => Ok(outcome),
+        stop = stops.next() => Err(stop),
+    };
     session.shutdown().await;
-    report(&outcome?, args.flags.json)
+    match outcome {
+        Ok(outcome) => report(&outcome?, args.flags.json),
+        Err(stop) => Ok(report_stop(stop, store.as_ref(), &session_id).await),
+    }
 }
 
 /// The current directory, which relative flags are relative to.

@@ -6,7 +6,7 @@ use agent::trace::describe;
 use serde_json::json;
 
 use crate::cli::SessionArgs;
-use crate::error::CliError;
+use crate::error::{CliError, inconsistent};
 use crate::output::{print, print_json, timestamp};
 use crate::store;
 
@@ -18,9 +18,7 @@ pub async fn show(args: SessionArgs) -> Result<u8, CliError> {
     let mut lines = Vec::new();
     for event in &events {
         let before = state.status();
-        state
-            .apply(event)
-            .map_err(|err| CliError::Internal(format!("the session log is inconsistent: {err}")))?;
+        state.apply(event).map_err(inconsistent)?;
         let transition = if before == state.status() {
             String::new()
         } else {

@@ -8,7 +8,7 @@ use agent::SessionState;
 
 use crate::cli::WaitArgs;
 use crate::console::{console, report};
-use crate::error::CliError;
+use crate::error::{CliError, inconsistent};
 use crate::store;
 
 /// How often the log is read for new events.
@@ -25,9 +25,7 @@ pub async fn wait(args: WaitArgs) -> Result<u8, CliError> {
     loop {
         let events = store.load_after(&args.session_id, state.last_seq()).await?;
         for event in &events {
-            state.apply(event).map_err(|err| {
-                CliError::Internal(format!("the session log is inconsistent: {err}"))
-            })?;
+            state.apply(event).map_err(inconsistent)?;
             if let Some(console) = &console {
                 console
                     .publish(event, state.steps_used())

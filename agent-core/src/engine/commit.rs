@@ -4,6 +4,7 @@
 //! writer got there first) drops what was queued and folds the log again.
 
 use super::driver::{Driver, internal_failure};
+use crate::call::Timed;
 use crate::error::EngineError;
 use crate::event::{Event, EventKind};
 use crate::snapshot::{load_state, snapshot_of};
@@ -14,17 +15,30 @@ impl Driver<'_> {
     /// Applies a new event to the state and queues it for the next commit. An event
     /// the state machine refuses is a bug: the session fails with `internal_error`.
     pub(super) fn record(&mut self, kind: EventKind) -> Result<(), EngineError> {
-        match self.apply_new(kind) {
+        self.record_timed(Timed::now(kind))
+    }
+
+    /// [`Driver::record`] of an event that happened earlier (a layer's report),
+    /// keeping the moment it happened.
+    pub(super) fn record_timed(&mut self, event: Timed) -> Result<(), EngineError> {
+        let at = event.at;
+        match self.apply_new(event) {
             Ok(()) => Ok(()),
-            Err(err) if !self.state.status().is_terminal() => Ok(self.apply_new(
-                internal_failure(format!("the engine produced an illegal event: {err}")),
-            )?),
+            Err(err) if !self.state.status().is_terminal() => Ok(self.apply_new(Timed {
+                kind: internal_failure(format!("the engine produced an illegal event: {err}")),
+                at,
+            })?),
             Err(err) => Err(err.into()),
         }
     }
 
-    fn apply_new(&mut self, kind: EventKind) -> Result<(), StateError> {
-        let event = Event::new(self.state.session_id(), self.state.last_seq() + 1, kind);
+    fn apply_new(&mut self, timed: Timed) -> Result<(), StateError> {
+        let mut event = Event::new(
+            self.state.session_id(),
+            self.state.last_seq() + 1,
+            timed.kind,
+        );
+        event.at = timed.at;
         self.state.apply(&event)?;
         self.unflushed.push(event);
         self.unflushed_steps.push(self.state.steps_used());

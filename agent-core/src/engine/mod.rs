@@ -52,7 +52,7 @@ use crate::result::RunResult;
 use crate::sink::EventSink;
 use crate::snapshot::{DEFAULT_SNAPSHOT_EVERY, load_state};
 use crate::state::{PublicStatus, SessionState};
-use crate::store::{Append, Durability, EventStore, MemoryStore};
+use crate::store::{Append, Durability, EventStore, MemoryStore, StoreError};
 use crate::strategy::ExecutionStrategy;
 use crate::tool::Toolbox;
 
@@ -250,7 +250,23 @@ impl Engine {
         task: impl Into<String>,
         config: Value,
     ) -> Result<RunResult, EngineError> {
-        let session_id = new_session_id();
+        self.run_as(&new_session_id(), task, config).await
+    }
+
+    /// [`Engine::run`] under an id the caller chose (a fresh one from
+    /// [`new_session_id`](crate::new_session_id)), for callers that must name the
+    /// session before the run ends — to say how to resume it if they stop it. An
+    /// id the store already holds fails with [`StoreError::Conflict`] and writes
+    /// nothing.
+    ///
+    /// [`StoreError::Conflict`]: crate::StoreError::Conflict
+    pub async fn run_as(
+        &self,
+        session_id: &str,
+        task: impl Into<String>,
+        config: Value,
+    ) -> Result<RunResult, EngineError> {
+        let session_id = session_id.to_owned();
         let signal = Arc::new(LeaseSignal::default());
         let mut driver = Driver::new(
             self,
@@ -272,7 +288,12 @@ impl Engine {
         );
         let lease = lease?;
         let outcome = match started {
-            Ok(_) => driver.drive().await,
+            Ok(true) => driver.drive().await,
+            Ok(false) => Err(EngineError::Store(StoreError::Conflict {
+                session_id: session_id.clone(),
+                expected: 0,
+                actual: driver.state.last_seq(),
+            })),
             Err(err) => Err(err),
         };
         lease.release(self).await;

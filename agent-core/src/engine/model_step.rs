@@ -53,7 +53,7 @@ impl Driver<'_> {
             return Ok(());
         };
         for report in reports.take() {
-            self.record(report)?;
+            self.record_timed(report)?;
         }
         let kind = match outcome {
             Ok(response) => self.responded(response, step),

@@ -4,22 +4,23 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::call::Timed;
 use crate::event::EventKind;
 use crate::layer::{CircuitState, LayerObserver, RetryNotice};
 
 /// The events layers reported during one wait.
 #[derive(Debug, Default)]
-pub(super) struct Reports(Mutex<Vec<EventKind>>);
+pub(super) struct Reports(Mutex<Vec<Timed>>);
 
 impl Reports {
     fn push(&self, event: EventKind) {
         if let Ok(mut reports) = self.0.lock() {
-            reports.push(event);
+            reports.push(Timed::now(event));
         }
     }
 
-    /// Everything reported so far, oldest first.
-    pub(super) fn take(&self) -> Vec<EventKind> {
+    /// Everything reported so far, oldest first, each with its moment.
+    pub(super) fn take(&self) -> Vec<Timed> {
         self.0
             .lock()
             .map(|mut reports| std::mem::take(&mut *reports))

@@ -210,7 +210,7 @@ impl Driver<'_> {
                 continue;
             };
             for report in observer.take() {
-                self.record(report)?;
+                self.record_timed(report)?;
             }
             let kind = call_result_event(&call, outcome);
             self.record(kind)?;

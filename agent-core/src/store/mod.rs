@@ -79,6 +79,10 @@ pub enum StoreError {
     /// The storage backend failed.
     #[error("event store failure: {0}")]
     Backend(String),
+    /// Stored data cannot be read: an event that does not decode, or one a newer
+    /// version wrote. Nothing was modified; the message names the session and seq.
+    #[error("the store is damaged or newer than this build: {0}")]
+    Corrupt(String),
 }
 
 /// One append: `events` after seq `expected_seq` of `session_id` (0 creates the

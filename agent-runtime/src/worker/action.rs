@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use agent::{
     ActionClaim, Append, CallObserver, Cancellation, Durability, Event, EventKind, INTERRUPTED,
-    Observation, SessionState, StoreError, Toolbox, call_result_event, load_state,
+    Observation, SessionState, StoreError, Timed, Toolbox, call_result_event, load_state,
 };
 use tokio::sync::Mutex;
 
@@ -125,9 +125,9 @@ async fn serve(shared: &Shared, claim: &ActionClaim) -> Result<Served, StoreErro
         return Ok(Served::AlreadyDone);
     }
     let events = if claim.attempt > 1 && !action.idempotent {
-        vec![EventKind::ActionCompleted {
+        vec![Timed::now(EventKind::ActionCompleted {
             observation: Observation::error(&action.call, INTERRUPTED),
-        }]
+        })]
     } else {
         match call(shared, &state, claim).await {
             Ok(events) => events,
@@ -142,8 +142,10 @@ async fn serve(shared: &Shared, claim: &ActionClaim) -> Result<Served, StoreErro
         let before = state.last_seq();
         let mut after = state;
         let mut batch = Vec::with_capacity(events.len());
-        for kind in &events {
-            let event = Event::new(&action.session_id, after.last_seq() + 1, kind.clone());
+        for timed in &events {
+            let mut event =
+                Event::new(&action.session_id, after.last_seq() + 1, timed.kind.clone());
+            event.at = timed.at;
             if after.apply(&event).is_err() {
                 continue;
             }
@@ -205,7 +207,7 @@ async fn call(
     shared: &Shared,
     state: &SessionState,
     claim: &ActionClaim,
-) -> Result<Vec<EventKind>, String> {
+) -> Result<Vec<Timed>, String> {
     let config = SessionConfig::recorded(state.config()).map_err(|err| err.to_string())?;
     let toolbox = shared.cache.toolbox(&config, &shared.extra_tools).await?;
     let call = &claim.action.call;
@@ -231,6 +233,6 @@ async fn call(
         return Err("the call's task vanished".into());
     };
     let mut events = observer.take();
-    events.push(call_result_event(call, outcome));
+    events.push(Timed::now(call_result_event(call, outcome)));
     Ok(events)
 }

@@ -271,12 +271,12 @@ fn event_of(session_id: &str, row: &Row) -> Result<Event, StoreError> {
     let body: &str = column(row, 3)?;
     let schema_version = u32::try_from(schema_version).unwrap_or(u32::MAX);
     if schema_version > EVENT_SCHEMA_VERSION {
-        return Err(StoreError::Backend(format!(
+        return Err(StoreError::Corrupt(format!(
             "event {seq} of session `{session_id}` has schema version {schema_version}, newer than this build's {EVENT_SCHEMA_VERSION}; upgrade agent"
         )));
     }
     let kind: EventKind = serde_json::from_str(body).map_err(|err| {
-        StoreError::Backend(format!(
+        StoreError::Corrupt(format!(
             "event {seq} of session `{session_id}` cannot be read: {err}"
         ))
     })?;

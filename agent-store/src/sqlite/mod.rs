@@ -57,18 +57,16 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens the store at `path`, creating the file (and its directory) if needed and
-    /// migrating it to the current schema. A file that is not an agent store, or
-    /// was written by a newer version, is refused unmodified.
+    /// Opens the store at `path`, creating the file if needed and migrating it to
+    /// the current schema. A missing parent directory is created when its own
+    /// parent exists (the default `.agent/agent.db`); deeper missing directories
+    /// are refused, as a mistyped path should be, rather than created up to `/`. A
+    /// file that is not an agent store, or was written by a newer version, is
+    /// refused unmodified.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, OpenError> {
         let path = path.as_ref();
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|err| {
-                OpenError::Unreadable(format!(
-                    "cannot create directory `{}`: {err}",
-                    parent.display()
-                ))
-            })?;
+            create_store_directory(parent)?;
         }
         Self::open_with(path, OpenFlags::SQLITE_OPEN_CREATE)
     }
@@ -190,8 +188,38 @@ fn writer_gone() -> StoreError {
     StoreError::Backend("the store writer thread stopped".into())
 }
 
+/// Creates `dir` if it is missing and its parent exists.
+fn create_store_directory(dir: &Path) -> Result<(), OpenError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let grandparent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !grandparent.is_dir() {
+        return Err(OpenError::Unreadable(format!(
+            "directory `{}` does not exist; create it first, or give a store path in an existing directory",
+            grandparent.display()
+        )));
+    }
+    match std::fs::create_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(err) => Err(OpenError::Unreadable(format!(
+            "cannot create directory `{}`: {err}",
+            dir.display()
+        ))),
+    }
+}
+
 pub(super) fn sql_error(err: rusqlite::Error) -> StoreError {
-    StoreError::Backend(err.to_string())
+    match err.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
+            StoreError::Corrupt(format!("the SQLite file is damaged: {err}"))
+        }
+        _ => StoreError::Backend(err.to_string()),
+    }
 }
 
 #[async_trait]

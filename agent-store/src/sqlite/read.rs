@@ -29,12 +29,12 @@ pub(super) fn load_events(
     for row in rows {
         let (seq, at, schema_version, body) = row.map_err(sql_error)?;
         if schema_version > EVENT_SCHEMA_VERSION {
-            return Err(StoreError::Backend(format!(
+            return Err(StoreError::Corrupt(format!(
                 "event {seq} of session `{session_id}` has schema version {schema_version}, newer than this build's {EVENT_SCHEMA_VERSION}; upgrade agent"
             )));
         }
         let kind: EventKind = serde_json::from_str(&body).map_err(|err| {
-            StoreError::Backend(format!(
+            StoreError::Corrupt(format!(
                 "event {seq} of session `{session_id}` cannot be read: {err}"
             ))
         })?;

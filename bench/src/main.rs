@@ -6,8 +6,10 @@
 //! cargo run --release -p bench -- run --sessions 200 --tool-steps 4 --store sqlite --concurrency 50
 //! cargo run --release -p bench -- resume --events 1000
 //! cargo build --release -p agent-cli && cargo run --release -p bench -- workers --store sqlite
+//! cargo build --release -p agent-cli && cargo run --release -p bench -- crash --kills 200 --seed 1
 //! ```
 
+mod crash;
 mod workers;
 mod workload;
 
@@ -42,6 +44,9 @@ enum Command {
     Resume(ResumeArgs),
     /// Sessions whose tool sleeps, run from the work queue by 1, 2, 4 `agent worker` processes.
     Workers(workers::WorkersArgs),
+    /// SIGKILL `agent` processes at hundreds of aimed points, resume everything,
+    /// check that no result was lost or repeated.
+    Crash(crash::CrashArgs),
 }
 
 /// Where a benchmark's events go.
@@ -409,5 +414,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Run(args) => run(args).await,
         Command::Resume(args) => resume(args).await,
         Command::Workers(args) => workers::workers(args).await,
+        Command::Crash(args) => crash::crash(args).await,
     }
 }

@@ -220,9 +220,9 @@ async fn pickup_ms(
     Ok(pickups)
 }
 
-/// Runs the benchmark for each worker count and prints a JSON line for each.
-pub async fn workers(args: WorkersArgs) -> anyhow::Result<()> {
-    let agent = match &args.agent {
+/// The `agent` binary: `given`, or the one beside this benchmark.
+pub fn agent_binary(given: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
+    let agent = match given {
         Some(path) => path.clone(),
         None => std::env::current_exe()?.with_file_name("agent"),
     };
@@ -231,6 +231,12 @@ pub async fn workers(args: WorkersArgs) -> anyhow::Result<()> {
         "no `agent` binary at {}: build it (cargo build --release -p agent-cli) or pass --agent",
         agent.display()
     );
+    Ok(agent)
+}
+
+/// Runs the benchmark for each worker count and prints a JSON line for each.
+pub async fn workers(args: WorkersArgs) -> anyhow::Result<()> {
+    let agent = agent_binary(args.agent.as_ref())?;
     let script = script_of(args.tool_steps, args.tool_secs)?;
     let quick = script_of(1, 0.0)?;
     for &count in &args.workers {

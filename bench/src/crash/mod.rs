@@ -1,0 +1,200 @@
+//! `agent-bench crash`: the crash harness. Sessions of calculator, `append_line`
+//! and `sleep` calls run in real `agent` processes — `agent run` / `agent resume`,
+//! then a fleet of `agent worker`s — that get SIGKILL at hundreds of points drawn
+//! from `--seed` and aimed by polling the store (after N events, inside a tool
+//! call, around a snapshot write or a lease renewal, at a random moment). Every
+//! session is then resumed to its end and checked: the right answer, each
+//! `append_line` line at most once and none recorded but missing, idempotent
+//! calls re-run, gap-free logs, snapshots equal to a full replay, and no event
+//! ever read from the store missing later. The last line printed is one JSON
+//! object; the exit code is 1 if any guarantee failed.
+//!
+//! The seed fixes every choice (scripts, aims, jitters); the moments processes
+//! reach their aims depend on the machine, so two runs with one seed kill at the
+//! same aims, not at the same instructions.
+
+mod check;
+mod fleet;
+mod plan;
+mod single;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+use serde_json::json;
+
+use crate::{StoreKind, parse_store, remove_db};
+use check::{Findings, Observed};
+use plan::SessionPlan;
+
+/// Arguments of `agent-bench crash`.
+#[derive(Debug, clap::Args)]
+pub struct CrashArgs {
+    /// SIGKILLs to send in all (single-process and worker phases together).
+    #[arg(long, default_value_t = 200)]
+    kills: usize,
+    /// The seed every choice is drawn from.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// sqlite (a new file in the work directory) or a postgres:// URL of a
+    /// database the harness may write sessions to.
+    #[arg(long, value_parser = parse_store, default_value = "sqlite")]
+    store: StoreKind,
+    /// Sessions driven at once in the single-process phase.
+    #[arg(long, default_value_t = 6)]
+    lanes: usize,
+    /// Share of the kills aimed at `agent worker` processes, in percent.
+    #[arg(long, default_value_t = 25)]
+    worker_percent: usize,
+    /// Sessions of the worker phase.
+    #[arg(long, default_value_t = 24)]
+    worker_sessions: usize,
+    /// Worker processes of the worker phase.
+    #[arg(long, default_value_t = 3)]
+    workers: usize,
+    /// The work directory (default: a new one under the temp directory, removed
+    /// after a run that passes).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The `agent` binary (default: the one beside this benchmark).
+    #[arg(long)]
+    agent: Option<PathBuf>,
+}
+
+/// What one phase did.
+pub struct Phase {
+    /// Kills made.
+    pub kills: usize,
+    /// Kills per kind of aim.
+    pub points: BTreeMap<&'static str, usize>,
+    /// Each session, its id and what was read of it.
+    pub sessions: Vec<(SessionPlan, String, Observed)>,
+    /// `agent resume` refused with exit 8 and tried again.
+    pub busy_retries: usize,
+    /// Processes that exited with an unexpected code.
+    pub failures: Vec<String>,
+}
+
+/// Locks a mutex, failing instead of panicking on a poisoned one.
+fn lock<T>(mutex: &Mutex<T>) -> anyhow::Result<MutexGuard<'_, T>> {
+    mutex
+        .lock()
+        .map_err(|_| anyhow::anyhow!("a lane panicked while holding the board"))
+}
+
+/// Runs the harness and prints its report; fails if a guarantee did not hold.
+pub async fn crash(args: CrashArgs) -> anyhow::Result<()> {
+    let agent = crate::workers::agent_binary(args.agent.as_ref())?;
+    let started = Instant::now();
+    let tag = format!(
+        "{}-{}-{}",
+        args.seed,
+        std::process::id(),
+        agent::now_millis()
+    );
+    let dir = match &args.dir {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!("agent-crash-{tag}")),
+    };
+    std::fs::create_dir_all(&dir)?;
+    let url = match &args.store {
+        StoreKind::Sqlite => {
+            let db = dir.join("crash.db");
+            remove_db(&db);
+            format!("sqlite://{}", db.display())
+        }
+        StoreKind::Postgres(url) => url.clone(),
+        StoreKind::Memory => anyhow::bail!("the crash harness needs a store processes share"),
+    };
+    let store = agent::store::open_url(&url, true).await?;
+    let worker_kills = args.kills * args.worker_percent.min(100) / 100;
+    let single = single::run(single::Lanes {
+        agent: agent.clone(),
+        url: url.clone(),
+        store: store.clone(),
+        seed: args.seed,
+        tag: tag.clone(),
+        dir: dir.clone(),
+        kills: args.kills - worker_kills,
+        lanes: args.lanes,
+    })
+    .await?;
+    eprintln!(
+        "single-process phase: {} kills over {} sessions",
+        single.kills,
+        single.sessions.len()
+    );
+    let workers = fleet::run(fleet::FleetRun {
+        agent,
+        url,
+        store: store.clone(),
+        seed: args.seed,
+        tag,
+        dir: dir.clone(),
+        kills: worker_kills,
+        sessions: args.worker_sessions,
+        workers: args.workers,
+    })
+    .await?;
+    eprintln!(
+        "worker phase: {} kills over {} sessions",
+        workers.kills,
+        workers.sessions.len()
+    );
+    let single_findings = check::check(store.as_ref(), &single.sessions).await?;
+    let worker_findings = check::check(store.as_ref(), &workers.sessions).await?;
+    let mut total = Findings::default();
+    total.add(&single_findings);
+    total.add(&worker_findings);
+    let kills = single.kills + workers.kills;
+    let failures: Vec<&String> = single.failures.iter().chain(&workers.failures).collect();
+    let ok = total.ok() && failures.is_empty() && kills >= args.kills;
+    let mut points = single.points.clone();
+    for (kind, count) in &workers.points {
+        *points.entry(kind).or_default() += count;
+    }
+    let mut report = json!({
+        "bench": "crash",
+        "store": args.store.name(),
+        "seed": args.seed,
+        "kills": kills,
+        "kill_points": points,
+        "busy_retries": single.busy_retries,
+        "unexpected_exits": failures,
+        "phases": {
+            "single_process": phase_json(&single, &single_findings),
+            "workers": phase_json(&workers, &worker_findings),
+        },
+        "elapsed_s": started.elapsed().as_secs_f64(),
+        "ok": ok,
+    });
+    if let (Some(fields), serde_json::Value::Object(found)) =
+        (report.as_object_mut(), total.to_json())
+    {
+        for (key, value) in found {
+            fields.insert(key, value);
+        }
+    }
+    println!("{report}");
+    anyhow::ensure!(
+        ok,
+        "a guarantee did not hold (see the report above); the work directory {} is kept",
+        dir.display()
+    );
+    if args.dir.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(())
+}
+
+fn phase_json(phase: &Phase, findings: &Findings) -> serde_json::Value {
+    let mut value = findings.to_json();
+    if let Some(fields) = value.as_object_mut() {
+        fields.insert("kills".into(), json!(phase.kills));
+        fields.insert("kill_points".into(), json!(phase.points));
+        fields.remove("problems");
+    }
+    value
+}

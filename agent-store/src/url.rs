@@ -127,4 +127,24 @@ mod tests {
         let err = StoreUrl::parse("postgres://me:hunter2@").unwrap_err();
         assert!(!err.to_string().contains("hunter2"), "{err}");
     }
+
+    /// Regression (found by the fuzz suite): with a second `@`, or one after the
+    /// authority, the driver read part of the password as the database name, and
+    /// the URL was shown with it.
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn an_ambiguous_at_is_refused_without_repeating_the_password() {
+        for url in [
+            "postgresql://u:p@/:hunter2@host/db",
+            "postgresql://?@/:hunter2@host/db",
+            "postgres://me:hun@ter2@host/db",
+            "postgres://host/db:hunter2@x",
+        ] {
+            let err = StoreUrl::parse(url).unwrap_err();
+            assert!(!err.to_string().contains("hunter2"), "{err}");
+            assert!(err.to_string().contains("%40"), "{err}");
+            assert!(!shown_url(url).contains("hunter2"), "{url}");
+        }
+        assert!(StoreUrl::parse("postgres://me:hun%40ter2@host/db").is_ok());
+    }
 }

@@ -22,7 +22,7 @@ pub use calculator::Calculator;
 pub use durability::{AppendLine, MAX_SLEEP_SECONDS, Sleep};
 pub use gate::{CommandGate, DEFAULT_GATE_TIMEOUT};
 #[cfg(feature = "mcp")]
-pub use mcp::{DEFAULT_MCP_TIMEOUT, McpError, McpServer};
+pub use mcp::{DEFAULT_MCP_TIMEOUT, McpError, McpServer, output_of as mcp_output_of};
 pub use registry::{RegistryError, ToolRegistry, Validated};
 pub use typed::{ToolArguments, ToolFuture, Typed, TypedTool, input_schema_for};
 pub use validate::{ArgumentValidator, InvalidSchema};

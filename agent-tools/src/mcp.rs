@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use agent_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use async_trait::async_trait;
-use rmcp::model::{CallToolRequestParams, ContentBlock};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use rmcp::service::{RoleClient, RunningService, ServiceExt};
 use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
@@ -167,24 +167,31 @@ impl Tool for McpTool {
             .map_err(|err| {
                 ToolError::failed(format!("the MCP server `{}` failed: {err}", self.server))
             })?;
-        let mut parts: Vec<String> = result
-            .content
-            .iter()
-            .map(|block| match block {
-                ContentBlock::Text(text) => text.text.clone(),
-                other => serde_json::to_string(other).unwrap_or_default(),
-            })
-            .collect();
-        if parts.is_empty()
-            && let Some(structured) = &result.structured_content
-        {
-            parts.push(structured.to_string());
-        }
-        let content = parts.join("\n");
-        if result.is_error.unwrap_or(false) {
-            Err(ToolError::failed(content))
-        } else {
-            Ok(content.into())
-        }
+        output_of(&result)
+    }
+}
+
+/// The tool output of an MCP `tools/call` result as a server sent it: its text
+/// blocks (other blocks as their JSON) joined by newlines, or its structured
+/// content when it has no blocks; an error result is a failed call with that text.
+pub fn output_of(result: &CallToolResult) -> Result<ToolOutput, ToolError> {
+    let mut parts: Vec<String> = result
+        .content
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text(text) => text.text.clone(),
+            other => serde_json::to_string(other).unwrap_or_default(),
+        })
+        .collect();
+    if parts.is_empty()
+        && let Some(structured) = &result.structured_content
+    {
+        parts.push(structured.to_string());
+    }
+    let content = parts.join("\n");
+    if result.is_error.unwrap_or(false) {
+        Err(ToolError::failed(content))
+    } else {
+        Ok(content.into())
     }
 }

@@ -26,6 +26,12 @@ impl PostgresTarget {
     /// Parses `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (libpq's URL
     /// form, query parameters included).
     pub fn parse(url: &str) -> Result<Self, OpenError> {
+        if has_stray_at(url) {
+            return Err(OpenError::UnsupportedUrl(format!(
+                "{} (an `@` outside USER:PASSWORD@HOST, or more than one: percent-encode an `@`, `/` or `:` in the user or password, as %40, %2F, %3A)",
+                redacted(url)
+            )));
+        }
         let mut config = tokio_postgres::Config::from_str(url).map_err(|err| {
             OpenError::UnsupportedUrl(format!(
                 "{} ({})",
@@ -79,8 +85,37 @@ impl PostgresTarget {
     }
 }
 
+/// Whether `url` has an `@` anywhere but once, inside its authority (before the
+/// first `/` or `?`):
+/// such a URL reads differently to different parsers, and the part one takes
+/// for a password another would show as a host or database name.
+fn has_stray_at(url: &str) -> bool {
+    let Some((_, rest)) = url.split_once("://") else {
+        return false;
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    match rest
+        .match_indices('@')
+        .map(|(at, _)| at)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        [] => false,
+        [at] => *at > authority_end,
+        _ => true,
+    }
+}
+
 /// The password of a URL, if it has one, for scrubbing parse errors.
 fn password_in(url: &str) -> Option<String> {
+    if let Some((_, query)) = url.split_once('?')
+        && let Some(password) = query
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("password="))
+            .filter(|password| !password.is_empty())
+    {
+        return Some(password.to_owned());
+    }
     let (_, rest) = url.split_once("://")?;
     let (credentials, _) = rest.rsplit_once('@')?;
     let (_, password) = credentials.split_once(':')?;

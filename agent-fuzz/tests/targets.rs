@@ -4,6 +4,8 @@
 //! target (default 2 000; `.ci/run` uses 100 000). Every crash a fuzzer finds
 //! is kept in `regressions()` below.
 
+#![allow(clippy::panic)]
+
 use agent_fuzz::{
     anthropic_response, mcp_result, openai_response, script, store_url, trace_reader, wire_format,
 };
@@ -164,10 +166,13 @@ fn scripts_take_any_bytes() {
     run(script, json_text());
 }
 
+/// A target and one input.
+type Case = (fn(&[u8]), &'static [u8]);
+
 /// Inputs that once crashed a target, or nearly did.
 #[test]
 fn regressions() {
-    let cases: &[(fn(&[u8]), &[u8])] = &[
+    let cases: &[Case] = &[
         (wire_format, b"{\"type\":\"tool_calls\",\"calls\":[]}"),
         (
             wire_format,

@@ -242,6 +242,10 @@ pub struct RunFlags {
     /// Programs `run_command` may start, comma-separated.
     #[arg(long, value_name = "a,b", value_delimiter = ',')]
     pub allow_cmd: Option<Vec<String>>,
+    /// Environment variables started programs get besides PATH, HOME, LANG and
+    /// TMPDIR, comma-separated (run_command, --finish-when, MCP servers).
+    #[arg(long, value_name = "a,b", value_delimiter = ',')]
+    pub pass_env: Option<Vec<String>>,
     /// A command that must succeed before a finish is accepted (e.g. "cargo test").
     #[arg(long, value_name = "COMMAND")]
     pub finish_when: Option<String>,
@@ -303,6 +307,7 @@ impl RunFlags {
             workspace: self.workspace.clone(),
             allow_cmd: self.allow_cmd.clone(),
             finish_when: self.finish_when.clone(),
+            pass_env: self.pass_env.clone(),
             mcp: (!self.mcp.is_empty()).then(|| self.mcp.clone()),
             mcp_timeout_secs: self.mcp_timeout,
             max_steps: self.max_steps,

@@ -3,6 +3,7 @@
 
 mod cli;
 mod commands;
+mod confinement;
 mod console;
 mod error;
 mod interrupt;
@@ -17,6 +18,7 @@ use crate::cli::{Cli, Command, TraceCommand};
 use crate::error::CliError;
 
 fn main() -> ExitCode {
+    agent::tools::exec_confined_if_asked();
     let cli = Cli::parse();
     let code = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

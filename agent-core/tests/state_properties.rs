@@ -18,7 +18,7 @@ const SESSION: &str = "s";
 fn call(n: u8) -> ToolCall {
     ToolCall {
         id: format!("c{n}"),
-        tool_name: if n % 2 == 0 { "t0" } else { "t1" }.into(),
+        tool_name: if n.is_multiple_of(2) { "t0" } else { "t1" }.into(),
         arguments: json!({"n": n}),
     }
 }

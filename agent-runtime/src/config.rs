@@ -78,6 +78,10 @@ pub struct SessionConfig {
     /// The completion check, if any.
     #[serde(default)]
     pub finish_when: Option<String>,
+    /// Environment variables passed to started programs besides `PATH`,
+    /// `HOME`, `LANG` and `TMPDIR` (`--pass-env`).
+    #[serde(default)]
+    pub pass_env: Vec<String>,
     /// MCP server command lines.
     #[serde(default)]
     pub mcp: Vec<String>,
@@ -119,6 +123,10 @@ pub struct SessionConfig {
     /// `summary` or `full`.
     #[serde(default = "default_trace_content")]
     pub trace_content: String,
+    /// How the programs the session starts were confined where it started:
+    /// `landlock`, or `none: <why>` (recorded, never read back as a setting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confinement: Option<String>,
 }
 
 fn default_max_steps() -> u32 {
@@ -149,6 +157,8 @@ pub struct RunOptions {
     pub allow_cmd: Option<Vec<String>>,
     /// `--finish-when`.
     pub finish_when: Option<String>,
+    /// `--pass-env`.
+    pub pass_env: Option<Vec<String>>,
     /// `--mcp` (replaces the recorded list when not empty).
     pub mcp: Option<Vec<String>>,
     /// `--mcp-timeout`.
@@ -225,6 +235,7 @@ impl SessionConfig {
             tools: or(&options.tools, &base.tools),
             allow_cmd: or(&options.allow_cmd, &base.allow_cmd),
             finish_when: options.finish_when.clone().or(base.finish_when.clone()),
+            pass_env: or(&options.pass_env, &base.pass_env),
             mcp: match &options.mcp {
                 Some(servers) if !servers.is_empty() => servers.clone(),
                 _ => base.mcp.clone(),
@@ -247,6 +258,7 @@ impl SessionConfig {
                 .trace_content
                 .clone()
                 .unwrap_or(base.trace_content.clone()),
+            confinement: base.confinement.clone(),
         };
         config.check()?;
         Ok(config)
@@ -261,6 +273,7 @@ impl SessionConfig {
             tools: Vec::new(),
             allow_cmd: Vec::new(),
             finish_when: None,
+            pass_env: Vec::new(),
             mcp: Vec::new(),
             mcp_timeout_secs: default_mcp_timeout(),
             workspace: cwd.to_owned(),
@@ -275,10 +288,19 @@ impl SessionConfig {
             tool_retries: DEFAULT_TOOL_RETRIES,
             trace: None,
             trace_content: default_trace_content(),
+            confinement: None,
         }
     }
 
     /// Whether the settings can be used together.
+    /// Whether sessions of this configuration may start programs:
+    /// `run_command`, a `--finish-when` check or MCP servers.
+    pub fn starts_programs(&self) -> bool {
+        self.tools.iter().any(|tool| tool == "run_command")
+            || self.finish_when.is_some()
+            || !self.mcp.is_empty()
+    }
+
     fn check(&self) -> Result<(), ConfigError> {
         if self.version > CONFIG_VERSION {
             return Err(ConfigError::new(format!(

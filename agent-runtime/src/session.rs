@@ -82,7 +82,8 @@ impl Session {
         let gate = match &config.finish_when {
             Some(line) => Some(
                 CommandGate::new(line, DEFAULT_GATE_TIMEOUT)
-                    .map_err(|err| ConfigError::new(format!("--finish-when: {err}")))?,
+                    .map_err(|err| ConfigError::new(format!("--finish-when: {err}")))?
+                    .with_child_policy(crate::tools::child_policy(config)?),
             ),
             None => None,
         };

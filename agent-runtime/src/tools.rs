@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent::layers::{BreakerPolicy, CircuitBreaker, Retry, RetryPolicy, Timeout};
-use agent::tools::{BUILTIN_TOOLS, BuiltinOptions, McpServer, ToolRegistry, builtin_tool};
+use agent::tools::{
+    BUILTIN_TOOLS, BuiltinOptions, ChildPolicy, McpServer, ToolRegistry, builtin_tool,
+};
 use agent::{Stack, Tool, Toolbox};
 
 use crate::config::{SessionConfig, seconds_of};
@@ -33,10 +35,17 @@ fn layered(
     Ok(stack.layer(Timeout::new(timeout)).wrap(tool))
 }
 
+/// How `config`'s programs are started: a scrubbed environment plus its
+/// `--pass-env`, confined where this process can confine them.
+pub fn child_policy(config: &SessionConfig) -> Result<ChildPolicy, ConfigError> {
+    ChildPolicy::new(config.pass_env.clone()).map_err(ConfigError::new)
+}
+
 /// The built-in tools `config` names, layered and validated.
 pub fn builtin_registry(config: &SessionConfig) -> Result<ToolRegistry, ConfigError> {
     let options = BuiltinOptions {
         allowed_commands: config.allow_cmd.clone(),
+        child: child_policy(config)?,
     };
     let mut registry = ToolRegistry::new();
     for name in &config.tools {
@@ -74,11 +83,12 @@ impl SessionTools {
                 .register_shared(Arc::clone(tool))
                 .map_err(|err| ConfigError::new(format!("tool `{}`: {err}", tool.spec().name)))?;
         }
+        let child = child_policy(config)?;
         let timeout = Duration::try_from_secs_f64(config.mcp_timeout_secs)
             .map_err(|err| ConfigError::new(format!("--mcp-timeout: {err}")))?;
         let mut servers: Vec<McpServer> = Vec::new();
         for line in &config.mcp {
-            let server = match McpServer::start(line, timeout).await {
+            let server = match McpServer::start_with(line, timeout, &child).await {
                 Ok(server) => server,
                 Err(err) => {
                     stop(servers).await;

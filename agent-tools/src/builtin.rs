@@ -6,6 +6,7 @@ use agent_core::Tool;
 
 use crate::calculator::Calculator;
 use crate::code::{CommandPolicy, EditFile, ListDir, ReadFile, RunCommand, Search, WriteFile};
+use crate::confine::ChildPolicy;
 use crate::durability::{AppendLine, Sleep};
 use crate::typed::Typed;
 
@@ -23,10 +24,12 @@ pub const BUILTIN_TOOLS: &[&str] = &[
 ];
 
 /// Settings some built-in tools need.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct BuiltinOptions {
     /// Programs `run_command` may start (`--allow-cmd`).
     pub allowed_commands: Vec<String>,
+    /// How `run_command` starts them.
+    pub child: ChildPolicy,
 }
 
 /// The built-in tool called `name`.
@@ -39,6 +42,7 @@ pub fn builtin_tool(name: &str, options: &BuiltinOptions) -> Option<Arc<dyn Tool
         "read_file" => Arc::new(Typed::<ReadFile>::new()),
         "run_command" => Arc::new(Typed::<RunCommand>::with_state(CommandPolicy {
             allowed: options.allowed_commands.clone(),
+            child: options.child.clone(),
         })),
         "search" => Arc::new(Typed::<Search>::new()),
         "sleep" => Arc::new(Typed::<Sleep>::new()),

@@ -8,7 +8,7 @@ use agent_core::{ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::workspace::resolve_in_workspace;
+use crate::workspace::Beneath;
 
 /// The longest `sleep` allowed, in seconds.
 pub const MAX_SLEEP_SECONDS: f64 = 60.0;
@@ -61,14 +61,15 @@ impl AppendLine {
                 "field `line` holds a line break; append one line per call".into(),
             ));
         }
-        let target = resolve_in_workspace(&ctx.workspace, &path)?;
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&target)
-            .map_err(|err| {
-                ToolError::failed(format!("cannot open `{path}` for appending: {err}"))
-            })?;
+        let target = Beneath::new(&ctx.workspace, &path)?;
+        target.refuse_hard_links()?;
+        let mut file = target
+            .dir
+            .open_with(
+                &target.relative,
+                cap_std::fs::OpenOptions::new().create(true).append(true),
+            )
+            .map_err(|err| target.io_error("open for appending", &err))?;
         file.write_all(format!("{line}\n").as_bytes())
             .and_then(|()| file.sync_data())
             .map_err(|err| ToolError::failed(format!("cannot append to `{path}`: {err}")))?;

@@ -10,17 +10,19 @@ use agent_core::{CompletionGate, GateRefusal};
 use async_trait::async_trait;
 
 use crate::code::run_program;
+use crate::confine::ChildPolicy;
 
 /// Time a completion check may take when none is configured.
 pub const DEFAULT_GATE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// A command line that must succeed before a run may finish.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct CommandGate {
     line: String,
     program: String,
     args: Vec<String>,
     timeout: Duration,
+    child: ChildPolicy,
 }
 
 impl CommandGate {
@@ -35,19 +37,33 @@ impl CommandGate {
             program: program.clone(),
             args: args.to_vec(),
             timeout,
+            child: ChildPolicy::default(),
         })
+    }
+
+    /// Starts the check as `child` says: its environment and confinement (by
+    /// default, a scrubbed environment, unconfined).
+    pub fn with_child_policy(mut self, child: ChildPolicy) -> Self {
+        self.child = child;
+        self
     }
 }
 
 #[async_trait]
 impl CompletionGate for CommandGate {
     async fn check(&self, _answer: &str, workspace: &Path) -> Result<(), GateRefusal> {
-        let output = run_program(&self.program, &self.args, workspace, self.timeout)
-            .await
-            .map_err(|err| GateRefusal {
-                reason: format!("the completion check `{}` could not run", self.line),
-                details: err.to_string(),
-            })?;
+        let output = run_program(
+            &self.program,
+            &self.args,
+            workspace,
+            self.timeout,
+            &self.child,
+        )
+        .await
+        .map_err(|err| GateRefusal {
+            reason: format!("the completion check `{}` could not run", self.line),
+            details: err.to_string(),
+        })?;
         if output.succeeded() {
             return Ok(());
         }

@@ -17,8 +17,11 @@ mod workspace;
 
 /// The resilience layers (timeout, retry, circuit breaker), shared with models.
 pub use agent_layers as layers;
+pub mod confine;
+
 pub use builtin::{BUILTIN_TOOLS, BuiltinOptions, builtin_tool};
 pub use calculator::Calculator;
+pub use confine::{ChildPolicy, Confinement, exec_confined_if_asked};
 pub use durability::{AppendLine, MAX_SLEEP_SECONDS, Sleep};
 pub use gate::{CommandGate, DEFAULT_GATE_TIMEOUT};
 #[cfg(feature = "mcp")]
@@ -40,4 +43,4 @@ pub mod __private {
     pub use std::option::Option;
     pub use std::time::Duration;
 }
-pub use workspace::resolve_in_workspace;
+pub use workspace::{Beneath, MAX_PATH_BYTES, resolve_in_workspace};

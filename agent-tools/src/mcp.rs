@@ -8,6 +8,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::confine::ChildPolicy;
 use agent_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use async_trait::async_trait;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
@@ -49,6 +50,16 @@ impl McpServer {
     /// Starts `command_line` (split like a shell splits words), completes the
     /// handshake and lists its tools, each within `timeout`.
     pub async fn start(command_line: &str, timeout: Duration) -> Result<Self, McpError> {
+        Self::start_with(command_line, timeout, &ChildPolicy::default()).await
+    }
+
+    /// [`McpServer::start`] with the environment `child` gives (a scrubbed one
+    /// plus what `--pass-env` names); servers are never Landlock-confined.
+    pub async fn start_with(
+        command_line: &str,
+        timeout: Duration,
+        child: &ChildPolicy,
+    ) -> Result<Self, McpError> {
         let error = |message: String| McpError {
             command: command_line.to_owned(),
             message,
@@ -58,8 +69,8 @@ impl McpServer {
         let (program, args) = words
             .split_first()
             .ok_or_else(|| error("the command line is empty".into()))?;
-        let mut command = tokio::process::Command::new(program);
-        command.args(args);
+        let workspace = std::env::current_dir().unwrap_or_else(|_| "/".into());
+        let command = child.command(program, args, &workspace, false);
         let (transport, _) = TokioChildProcess::builder(command)
             .stderr(Stdio::null())
             .spawn()

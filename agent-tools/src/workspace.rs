@@ -1,16 +1,103 @@
 //! Confinement of file paths to the workspace root: `..` that climbs out, absolute
 //! paths elsewhere and symlinks that point out are refused, also for files that do
-//! not exist yet.
+//! not exist yet; so are NUL bytes and paths longer than the system allows. The
+//! file tools then open what they touch beneath a handle on the root
+//! ([`Beneath`], cap-std), so a symlink swapped in between the check and the
+//! use cannot lead out either, and refuse files with more than one hard link (a
+//! link inside may name a file outside).
 
 use std::path::{Component, Path, PathBuf};
 
 use agent_core::ToolError;
+use cap_std::fs::{Dir, MetadataExt};
+
+/// The longest path the tools accept, in bytes (Linux's `PATH_MAX`).
+pub const MAX_PATH_BYTES: usize = 4096;
+
+/// A path of the workspace, ready to be opened beneath the workspace's root:
+/// every operation through [`Beneath::dir`] on [`Beneath::relative`] fails
+/// rather than leave the root, whatever changes on disk after the check.
+#[derive(Debug)]
+pub struct Beneath {
+    /// The workspace root, opened.
+    pub dir: Dir,
+    /// The path, relative to the root and free of `..`.
+    pub relative: PathBuf,
+    requested: String,
+}
+
+impl Beneath {
+    /// Checks `requested` as [`resolve_in_workspace`] does and opens the root.
+    pub fn new(root: &Path, requested: &str) -> Result<Self, ToolError> {
+        let resolved = resolve_in_workspace(root, requested)?;
+        let root = root
+            .canonicalize()
+            .map_err(|err| ToolError::failed(format!("the workspace is not usable: {err}")))?;
+        let relative = resolved
+            .strip_prefix(&root)
+            .map(Path::to_owned)
+            .unwrap_or_default();
+        let relative = if relative.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            relative
+        };
+        let dir = Dir::open_ambient_dir(&root, cap_std::ambient_authority()).map_err(|err| {
+            ToolError::failed(format!(
+                "the workspace `{}` cannot be opened: {err}",
+                root.display()
+            ))
+        })?;
+        Ok(Self {
+            dir,
+            relative,
+            requested: requested.to_owned(),
+        })
+    }
+
+    /// Refuses a regular file with more than one hard link: another name of it
+    /// may be outside the workspace. A missing file passes.
+    pub fn refuse_hard_links(&self) -> Result<(), ToolError> {
+        match self.dir.symlink_metadata(&self.relative) {
+            Ok(meta) if meta.is_file() && meta.nlink() > 1 => Err(ToolError::failed(format!(
+                "path `{}` is refused: the file has {} hard links, and another of its names may be outside the workspace",
+                self.requested,
+                meta.nlink()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The error for a failed `action` on this path; an attempt to leave the
+    /// root (a symlink swapped in after the check) says so.
+    pub fn io_error(&self, action: &str, err: &std::io::Error) -> ToolError {
+        if err.kind() == std::io::ErrorKind::PermissionDenied && err.to_string().contains("outside")
+        {
+            return ToolError::failed(format!(
+                "path `{}` is refused: it leads outside the workspace",
+                self.requested
+            ));
+        }
+        ToolError::failed(format!("cannot {action} `{}`: {err}", self.requested))
+    }
+}
 
 /// Resolves `requested` (relative to `root`, or absolute inside it) to a path that
 /// stays inside `root` once every symlink is followed.
 pub fn resolve_in_workspace(root: &Path, requested: &str) -> Result<PathBuf, ToolError> {
     if requested.trim().is_empty() {
         return Err(ToolError::InvalidArguments("`path` is empty".into()));
+    }
+    if requested.contains('\0') {
+        return Err(ToolError::InvalidArguments(
+            "`path` contains a NUL byte, which no file name can hold".into(),
+        ));
+    }
+    if requested.len() > MAX_PATH_BYTES {
+        return Err(ToolError::InvalidArguments(format!(
+            "`path` has {} bytes, more than the {MAX_PATH_BYTES} a path may have",
+            requested.len()
+        )));
     }
     let refuse = |why: &str| {
         ToolError::failed(format!(

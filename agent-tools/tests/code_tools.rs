@@ -21,7 +21,10 @@ use agent_tools::code::{
 use serde_json::{Value, json};
 
 fn run_command(allowed: Vec<String>) -> Typed<RunCommand> {
-    Typed::with_state(CommandPolicy { allowed })
+    Typed::with_state(CommandPolicy {
+        allowed,
+        ..CommandPolicy::default()
+    })
 }
 
 struct Sandbox {

@@ -50,7 +50,9 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
     {
         recorded.trace = None;
     }
-    let config = SessionConfig::resolve(&args.flags.options(), Some(&recorded), &current_dir()?)?;
+    let mut config =
+        SessionConfig::resolve(&args.flags.options(), Some(&recorded), &current_dir()?)?;
+    crate::confinement::note(&mut config, args.flags.json);
     let mut stops = StopSignals::listen()?;
     let session = Session::open(&config, store.clone(), sinks(args.flags.json)).await?;
     let outcome = tokio::select! {

@@ -10,7 +10,8 @@ use crate::store;
 
 /// Runs the task; returns the exit code of its RunResult.
 pub async fn run(args: RunArgs) -> Result<u8, CliError> {
-    let config = SessionConfig::resolve(&args.flags.options(), None, &current_dir()?)?;
+    let mut config = SessionConfig::resolve(&args.flags.options(), None, &current_dir()?)?;
+    crate::confinement::note(&mut config, args.flags.json);
     let store = store::open(&args.flags.store.store).await?;
     let mut stops = StopSignals::listen()?;
     let session = Session::open(&config, store.clone(), sinks(args.flags.json)).await?;

@@ -16,6 +16,7 @@ use crate::store;
 /// Runs a worker on the store until a stop signal.
 pub async fn worker(args: WorkerArgs) -> Result<u8, CliError> {
     let store = store::open(&args.store.store).await?;
+    crate::confinement::note_for_worker();
     let shutdown = Cancellation::new();
     let mut terminate = signal(SignalKind::terminate())
         .map_err(|err| CliError::Internal(format!("cannot listen for SIGTERM: {err}")))?;

@@ -12,6 +12,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 
+use crate::confine::ChildPolicy;
+
 /// Bytes of stdout and of stderr kept; the rest is counted and dropped.
 pub const OUTPUT_CAP: usize = 16 * 1024;
 
@@ -68,16 +70,18 @@ async fn capped(mut stream: impl tokio::io::AsyncRead + Unpin) -> String {
     text
 }
 
-/// Runs `program args…` in `dir`, killing its process group after `timeout`.
+/// Runs `program args…` in `dir` as `policy` starts children (scrubbed
+/// environment, confined where it can be), killing its process group after
+/// `timeout`.
 pub async fn run_program(
     program: &str,
     args: &[String],
     dir: &Path,
     timeout: Duration,
+    policy: &ChildPolicy,
 ) -> Result<CommandOutput, ToolError> {
-    let mut child = tokio::process::Command::new(program)
-        .args(args)
-        .current_dir(dir)
+    let mut child = policy
+        .command(program, args, dir, true)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -124,10 +128,12 @@ pub async fn run_program(
 }
 
 /// The programs `run_command` may start (`--allow-cmd`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct CommandPolicy {
     /// Program names (or paths) that may run.
     pub allowed: Vec<String>,
+    /// How they are started: their environment and confinement.
+    pub child: ChildPolicy,
 }
 
 /// Runs a program (no shell) in the workspace and returns its exit code, stdout and stderr. Only allowed programs can run.
@@ -174,7 +180,14 @@ impl RunCommand {
                 })?,
             None => DEFAULT_COMMAND_TIMEOUT,
         };
-        let output = run_program(&self.program, &self.args, &ctx.workspace, timeout).await?;
+        let output = run_program(
+            &self.program,
+            &self.args,
+            &ctx.workspace,
+            timeout,
+            &policy.child,
+        )
+        .await?;
         if output.timed_out {
             return Err(ToolError::failed(format!(
                 "timed out after {}s; the process group was killed. {}",

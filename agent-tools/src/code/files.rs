@@ -1,11 +1,12 @@
 //! File tools confined to the workspace: `read_file`, `list_dir`, `write_file` and
-//! `edit_file`. Every path goes through [`resolve_in_workspace`].
+//! `edit_file`. Every path is checked by [`resolve_in_workspace`](crate::workspace::resolve_in_workspace) and opened
+//! beneath the workspace root ([`Beneath`]).
 
 use agent_core::{ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::workspace::resolve_in_workspace;
+use crate::workspace::Beneath;
 
 /// Largest file `read_file` opens.
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
@@ -15,10 +16,6 @@ pub const MAX_READ_CHARS: usize = 64 * 1024;
 
 /// Most entries `list_dir` returns.
 pub const MAX_ENTRIES: usize = 1000;
-
-fn io_error(action: &str, path: &str, err: &std::io::Error) -> ToolError {
-    ToolError::failed(format!("cannot {action} `{path}`: {err}"))
-}
 
 /// Reads a UTF-8 text file in the workspace, optionally only lines start_line..=end_line (1-based).
 #[derive(Debug, Clone, Deserialize, JsonSchema, crate::Derive)]
@@ -41,9 +38,12 @@ pub struct ReadFile {
 
 impl ReadFile {
     async fn run(self, ctx: &ToolContext) -> Result<String, ToolError> {
-        let path = resolve_in_workspace(&ctx.workspace, &self.path)?;
-        let size = std::fs::metadata(&path)
-            .map_err(|err| io_error("read", &self.path, &err))?
+        let file = Beneath::new(&ctx.workspace, &self.path)?;
+        file.refuse_hard_links()?;
+        let size = file
+            .dir
+            .metadata(&file.relative)
+            .map_err(|err| file.io_error("read", &err))?
             .len();
         if size > MAX_FILE_BYTES {
             return Err(ToolError::failed(format!(
@@ -51,8 +51,10 @@ impl ReadFile {
                 self.path
             )));
         }
-        let text =
-            std::fs::read_to_string(&path).map_err(|err| io_error("read", &self.path, &err))?;
+        let text = file
+            .dir
+            .read_to_string(&file.relative)
+            .map_err(|err| file.io_error("read", &err))?;
         let lines: Vec<&str> = text.lines().collect();
         let start = self.start_line.unwrap_or(1);
         let end = self.end_line.unwrap_or(lines.len()).min(lines.len());
@@ -90,9 +92,11 @@ pub struct ListDir {
 
 impl ListDir {
     async fn run(self, ctx: &ToolContext) -> Result<String, ToolError> {
-        let path = resolve_in_workspace(&ctx.workspace, &self.path)?;
-        let mut entries: Vec<String> = std::fs::read_dir(&path)
-            .map_err(|err| io_error("list", &self.path, &err))?
+        let listed = Beneath::new(&ctx.workspace, &self.path)?;
+        let mut entries: Vec<String> = listed
+            .dir
+            .read_dir(&listed.relative)
+            .map_err(|err| listed.io_error("list", &err))?
             .filter_map(Result::ok)
             .map(|entry| {
                 let name = entry.file_name().to_string_lossy().into_owned();
@@ -136,12 +140,16 @@ pub struct WriteFile {
 
 impl WriteFile {
     async fn run(self, ctx: &ToolContext) -> Result<String, ToolError> {
-        let path = resolve_in_workspace(&ctx.workspace, &self.path)?;
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|err| io_error("create the directory of", &self.path, &err))?;
+        let file = Beneath::new(&ctx.workspace, &self.path)?;
+        file.refuse_hard_links()?;
+        if let Some(parent) = file.relative.parent().filter(|p| !p.as_os_str().is_empty()) {
+            file.dir
+                .create_dir_all(parent)
+                .map_err(|err| file.io_error("create the directory of", &err))?;
         }
-        std::fs::write(&path, &self.content).map_err(|err| io_error("write", &self.path, &err))?;
+        file.dir
+            .write(&file.relative, &self.content)
+            .map_err(|err| file.io_error("write", &err))?;
         Ok(format!(
             "wrote {} bytes to {}",
             self.content.len(),
@@ -173,9 +181,12 @@ impl EditFile {
                 "field `old` is empty; quote the text to replace".into(),
             ));
         }
-        let path = resolve_in_workspace(&ctx.workspace, &self.path)?;
-        let text =
-            std::fs::read_to_string(&path).map_err(|err| io_error("read", &self.path, &err))?;
+        let file = Beneath::new(&ctx.workspace, &self.path)?;
+        file.refuse_hard_links()?;
+        let text = file
+            .dir
+            .read_to_string(&file.relative)
+            .map_err(|err| file.io_error("read", &err))?;
         match text.matches(&self.old).count() {
             0 => Err(ToolError::failed(format!(
                 "`old` does not occur in `{}`; read the file and quote the text exactly",
@@ -183,7 +194,9 @@ impl EditFile {
             ))),
             1 => {
                 let edited = text.replacen(&self.old, &self.new, 1);
-                std::fs::write(&path, edited).map_err(|err| io_error("write", &self.path, &err))?;
+                file.dir
+                    .write(&file.relative, edited)
+                    .map_err(|err| file.io_error("write", &err))?;
                 Ok(format!("edited {}", self.path))
             }
             n => Err(ToolError::failed(format!(

@@ -1,0 +1,276 @@
+//! What a program the agent starts may see and touch. Every child — a
+//! `run_command` program, the `--finish-when` check, an MCP server — gets a
+//! scrubbed environment: `PATH` (absolute entries only), `HOME`, `LANG`, a
+//! private `TMPDIR`, and the variables `--pass-env` names; never an API key or a
+//! store URL it was not given. `run_command` programs and the completion check
+//! are also confined with Landlock when a launcher is set: they may read
+//! anywhere, but write only under the workspace, their private temp directory
+//! and `/dev/null`. MCP servers are not confined (they are the user's own
+//! programs, which keep caches of their own).
+//!
+//! Landlock applies to the process that asks for it, so a confined child is
+//! started through a launcher: a binary whose `main` first calls
+//! [`exec_confined_if_asked`], which confines itself and then executes the
+//! program (no `unsafe` between fork and exec). The `agent` binary is one.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use landlock::{
+    ABI, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
+    path_beneath_rules,
+};
+
+/// The first argument that makes a launcher confine itself and run a program:
+/// `LAUNCHER --agent-confined-exec [--write DIR]… [--probe] -- PROGRAM ARGS…`.
+pub const CONFINED_EXEC: &str = "--agent-confined-exec";
+
+/// Exit code of a launcher whose confinement could not be set up.
+const CANNOT_CONFINE: i32 = 125;
+/// Exit code of a launcher that could not execute the program.
+const CANNOT_EXEC: i32 = 127;
+/// Exit code of `--probe` when the kernel enforces nothing.
+const NOT_ENFORCED: i32 = 3;
+
+/// Whether children are confined, for the start-up notice and the session record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Confinement {
+    /// Children run under Landlock.
+    Landlock,
+    /// Children run with a scrubbed environment only; says why.
+    Unconfined(String),
+}
+
+impl Confinement {
+    /// How the session records it: `landlock`, or `none: <why>`.
+    pub fn record(&self) -> String {
+        match self {
+            Self::Landlock => "landlock".into(),
+            Self::Unconfined(why) => format!("none: {why}"),
+        }
+    }
+}
+
+/// How children are started; shared by every tool of a session.
+#[derive(Debug, Clone, Default)]
+pub struct ChildPolicy {
+    inner: Arc<PolicyInner>,
+}
+
+#[derive(Debug, Default)]
+struct PolicyInner {
+    pass_env: Vec<String>,
+    launcher: Option<PathBuf>,
+    temp_dir: Option<PrivateTemp>,
+}
+
+/// A temp directory only this process's children use, removed with the policy.
+#[derive(Debug)]
+struct PrivateTemp(PathBuf);
+
+impl Drop for PrivateTemp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl ChildPolicy {
+    /// A policy that passes the variables named in `pass_env` besides the
+    /// defaults, and confines through this process's launcher, if it is one
+    /// (see [`exec_confined_if_asked`]).
+    pub fn new(pass_env: Vec<String>) -> Result<Self, String> {
+        let temp_dir = private_temp_dir()?;
+        Ok(Self {
+            inner: Arc::new(PolicyInner {
+                pass_env,
+                launcher: LAUNCHER.get().cloned(),
+                temp_dir: Some(temp_dir),
+            }),
+        })
+    }
+
+    /// Whether confined children really are confined here: asks the launcher to
+    /// confine itself and report. Call it once, at start.
+    pub fn probe(&self) -> Confinement {
+        let Some(launcher) = &self.inner.launcher else {
+            return Confinement::Unconfined(
+                "no confining launcher is set (library use without `exec_confined_if_asked`)"
+                    .into(),
+            );
+        };
+        match std::process::Command::new(launcher)
+            .args([CONFINED_EXEC, "--probe"])
+            .env_clear()
+            .output()
+        {
+            Ok(output) if output.status.success() => Confinement::Landlock,
+            Ok(output) => {
+                Confinement::Unconfined(String::from_utf8_lossy(&output.stderr).trim().to_owned())
+            }
+            Err(err) => Confinement::Unconfined(format!(
+                "the launcher `{}` cannot start: {err}",
+                launcher.display()
+            )),
+        }
+    }
+
+    /// A command for `program args…` in `workspace` with the scrubbed
+    /// environment; `confined` runs it through the launcher under Landlock.
+    pub fn command(
+        &self,
+        program: &str,
+        args: &[String],
+        workspace: &Path,
+        confined: bool,
+    ) -> tokio::process::Command {
+        let launcher = self.inner.launcher.as_ref().filter(|_| confined);
+        let mut command = match launcher {
+            Some(launcher) => {
+                let mut command = tokio::process::Command::new(launcher);
+                command.arg(CONFINED_EXEC).arg("--write").arg(workspace);
+                if let Some(temp) = &self.inner.temp_dir {
+                    command.arg("--write").arg(&temp.0);
+                }
+                command.arg("--").arg(program).args(args);
+                command
+            }
+            None => {
+                let mut command = tokio::process::Command::new(program);
+                command.args(args);
+                command
+            }
+        };
+        command.current_dir(workspace).env_clear();
+        for (name, value) in self.environment() {
+            command.env(name, value);
+        }
+        command
+    }
+
+    /// The environment a child gets.
+    pub fn environment(&self) -> Vec<(OsString, OsString)> {
+        let mut vars = Vec::new();
+        let path = std::env::var_os("PATH").map(|path| {
+            let absolute: Vec<PathBuf> = std::env::split_paths(&path)
+                .filter(|entry| entry.is_absolute())
+                .collect();
+            std::env::join_paths(absolute).unwrap_or_default()
+        });
+        vars.push((
+            "PATH".into(),
+            path.unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into()),
+        ));
+        for name in ["HOME", "LANG"] {
+            if let Some(value) = std::env::var_os(name) {
+                vars.push((name.into(), value));
+            }
+        }
+        if let Some(temp) = &self.inner.temp_dir {
+            vars.push(("TMPDIR".into(), temp.0.clone().into_os_string()));
+        }
+        for name in &self.inner.pass_env {
+            if let Some(value) = std::env::var_os(name) {
+                vars.retain(|(existing, _)| existing != name.as_str());
+                vars.push((name.into(), value));
+            }
+        }
+        vars
+    }
+}
+
+/// A new directory, readable only by this user, for the children's temp files.
+fn private_temp_dir() -> Result<PrivateTemp, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "agent-children-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|err| {
+            format!(
+                "cannot create a temp directory for child programs at `{}`: {err}",
+                dir.display()
+            )
+        })?;
+    Ok(PrivateTemp(dir))
+}
+
+/// The binary that confines children: this one, once its `main` called
+/// [`exec_confined_if_asked`].
+static LAUNCHER: OnceLock<PathBuf> = OnceLock::new();
+
+/// In a launcher's `main`, before anything else: when the arguments ask for a
+/// confined execution, confines this process with Landlock and executes the
+/// program in its place (it never returns then); otherwise registers this
+/// binary as the launcher of the children this process starts, and returns.
+pub fn exec_confined_if_asked() {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() != Some(CONFINED_EXEC.as_ref()) {
+        if let Ok(me) = std::env::current_exe() {
+            let _ = LAUNCHER.set(me);
+        }
+        return;
+    }
+    let mut writable = Vec::new();
+    let mut probe = false;
+    let mut program = Vec::new();
+    while let Some(arg) = args.next() {
+        match arg.to_str() {
+            Some("--write") => writable.extend(args.next().map(PathBuf::from)),
+            Some("--probe") => probe = true,
+            Some("--") => {
+                program.extend(args.by_ref());
+                break;
+            }
+            _ => {
+                eprintln!("agent: unknown launcher argument {arg:?}");
+                std::process::exit(CANNOT_CONFINE);
+            }
+        }
+    }
+    let enforced = match confine_self(&writable) {
+        Ok(enforced) => enforced,
+        Err(err) => {
+            eprintln!("agent: cannot confine the program: {err}");
+            std::process::exit(CANNOT_CONFINE);
+        }
+    };
+    if probe {
+        if !enforced {
+            eprintln!("this kernel does not enforce Landlock (it is missing or disabled)");
+            std::process::exit(NOT_ENFORCED);
+        }
+        std::process::exit(0);
+    }
+    let Some((name, rest)) = program.split_first() else {
+        eprintln!("agent: the launcher was given no program");
+        std::process::exit(CANNOT_EXEC);
+    };
+    use std::os::unix::process::CommandExt;
+    let err = std::process::Command::new(name).args(rest).exec();
+    eprintln!("agent: cannot start `{}`: {err}", name.to_string_lossy());
+    std::process::exit(CANNOT_EXEC);
+}
+
+/// Restricts this process: read and execute anywhere, write only beneath
+/// `writable` and `/dev/null`. Returns whether the kernel enforces it.
+fn confine_self(writable: &[PathBuf]) -> Result<bool, landlock::RulesetError> {
+    let abi = ABI::V5;
+    let status = Ruleset::default()
+        .handle_access(AccessFs::from_all(abi))?
+        .create()?
+        .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))?
+        .add_rules(path_beneath_rules(writable, AccessFs::from_all(abi)))?
+        .add_rules(path_beneath_rules(
+            ["/dev/null"],
+            AccessFs::from_read(abi) | AccessFs::WriteFile,
+        ))?
+        .restrict_self()?;
+    Ok(status.ruleset != RulesetStatus::NotEnforced)
+}

@@ -40,6 +40,7 @@ impl From<agent::StoreError> for CliError {
                 Self::Busy(format!("{err}; wait for it to end, or `agent cancel` it"))
             }
             StoreError::Corrupt(_) => Self::Usage(damaged(&err)),
+            StoreError::Unwritable(_) => Self::Usage(err.to_string()),
             other => Self::Internal(other.to_string()),
         }
     }

@@ -15,6 +15,7 @@ use std::io::Write;
 use std::process::Stdio;
 use std::time::Duration;
 
+use agent_testkit::{FakeProvider, Reply};
 use common::{json_stdout, last_is_dispatch_of, load_log, run_calculator, scratch, stderr};
 use serde_json::json;
 
@@ -286,4 +287,279 @@ fn sixteen_processes_creating_one_store_at_once_all_run() {
             );
         }
     }
+}
+
+const CANARY_KEY: &str = "sk-canary-hostile-93ab";
+
+fn text_reply(text: &str) -> Reply {
+    Reply::json(&json!({
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 1}
+    }))
+}
+
+fn bad_arguments_reply() -> Reply {
+    Reply::json(&json!({
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant",
+            "tool_calls": [{"id": "c1", "type": "function",
+                            "function": {"name": "calculator", "arguments": "{\"left\": 1,"}}]}}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 1}
+    }))
+}
+
+/// Every fault a provider can throw ends the run with a defined exit reason and
+/// one RunResult, and the key is nowhere: stdout, stderr, trace, store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_faults_end_every_run_with_a_defined_exit_reason_and_no_key() {
+    let busy = || Reply::status(429, r#"{"error":{"message":"busy"}}"#).header("Retry-After", "0");
+    let storms: Vec<(&str, Vec<Reply>, i32)> = vec![
+        ("429 storm", (0..6).map(|_| busy()).collect(), 7),
+        (
+            "5xx then an answer",
+            vec![
+                Reply::status(500, "{}"),
+                Reply::status(503, "oops"),
+                text_reply("ok"),
+            ],
+            0,
+        ),
+        (
+            "connection resets",
+            vec![
+                Reply::status(200, "").reset(),
+                Reply::status(200, "").reset(),
+                text_reply("ok"),
+            ],
+            0,
+        ),
+        (
+            "resets only",
+            (0..6).map(|_| Reply::status(200, "").reset()).collect(),
+            7,
+        ),
+        (
+            "slow bodies",
+            vec![
+                text_reply("late").delayed(Duration::from_secs(3)),
+                text_reply("ok"),
+            ],
+            0,
+        ),
+        (
+            "truncated JSON",
+            vec![text_reply("cut").cut(12), text_reply("ok")],
+            0,
+        ),
+        (
+            "not JSON at all",
+            (0..6).map(|_| Reply::status(200, "<html>")).collect(),
+            7,
+        ),
+        (
+            "tool call with invalid JSON arguments",
+            vec![bad_arguments_reply(), text_reply("ok")],
+            0,
+        ),
+        (
+            "invalid arguments until the steps run out",
+            (0..3).map(|_| bad_arguments_reply()).collect(),
+            4,
+        ),
+    ];
+    for (name, replies, code) in storms {
+        let server = FakeProvider::start(replies).await.unwrap();
+        let scratch = scratch("faults");
+        let output = scratch
+            .command()
+            .args([
+                "run",
+                "t",
+                "--model",
+                &format!("openai:m@{}/v1", server.url()),
+            ])
+            .args([
+                "--tools",
+                "calculator",
+                "--max-steps",
+                "3",
+                "--request-timeout",
+                "1",
+            ])
+            .args(["--trace", "trace.jsonl", "--json"])
+            .env("OPENAI_API_KEY", CANARY_KEY)
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "{name}: {}",
+            stderr(&output)
+        );
+        let result = json_stdout(&output);
+        assert!(result["exit_reason"].is_string(), "{name}: {result}");
+        let mut everything = String::from_utf8_lossy(&output.stdout).into_owned();
+        everything.push_str(&stderr(&output));
+        everything
+            .push_str(&std::fs::read_to_string(scratch.path("trace.jsonl")).unwrap_or_default());
+        for file in ["agent.db", "agent.db-wal"] {
+            let bytes = std::fs::read(scratch.path(&format!(".agent/{file}"))).unwrap_or_default();
+            everything.push_str(&String::from_utf8_lossy(&bytes));
+        }
+        assert!(!everything.contains(CANARY_KEY), "{name}: the key leaked");
+    }
+}
+
+/// A store file cut in the middle of a page is refused with a clear error.
+#[test]
+fn a_truncated_store_file_is_refused_clearly() {
+    let scratch = scratch("truncated");
+    for _ in 0..3 {
+        assert_eq!(run_calculator(&scratch, &[]).status.code(), Some(0));
+    }
+    let db = scratch.path(".agent/agent.db");
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+        .unwrap();
+    let _ = std::fs::remove_file(scratch.path(".agent/agent.db-wal"));
+    let _ = std::fs::remove_file(scratch.path(".agent/agent.db-shm"));
+    let length = std::fs::metadata(&db).unwrap().len();
+    let file = std::fs::OpenOptions::new().write(true).open(&db).unwrap();
+    file.set_len(length / 2 + 100).unwrap();
+    drop(file);
+    let before = std::fs::read(&db).unwrap();
+    for args in [
+        vec!["sessions"],
+        vec!["run", "x", "--model", "scripted:none.json"],
+    ] {
+        let output = scratch.run(&args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        let message = stderr(&output);
+        assert!(
+            message.contains("damaged")
+                || message.contains("corrupt")
+                || message.contains("malformed"),
+            "{args:?}: {message}"
+        );
+    }
+    assert_eq!(std::fs::read(&db).unwrap(), before, "nothing was written");
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// A store on a full disk fails with a clear error and keeps every committed
+/// session; made read-only, it is refused clearly and left as it was.
+#[test]
+fn a_full_or_read_only_disk_is_a_clear_error_and_corrupts_nothing() {
+    if !is_root() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root to mount a tmpfs"
+        );
+        eprintln!("skipped: mounting a small tmpfs needs root");
+        return;
+    }
+    let scratch = scratch("full-disk");
+    let mount = scratch.path("small");
+    std::fs::create_dir_all(&mount).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=600k", "tmpfs"])
+        .arg(&mount)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount a tmpfs");
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.0)
+                .status();
+        }
+    }
+    let _unmount = Unmount(mount.clone());
+    let store = format!("sqlite://{}/agent.db", mount.display());
+    let task = "x".repeat(20_000);
+    let script = scratch.script("calc.json", common::calculator_script());
+    let model = format!("scripted:{}", script.display());
+    let mut finished = Vec::new();
+    let mut full = None;
+    for _ in 0..200 {
+        let output = scratch.run(&[
+            "run",
+            &task,
+            "--model",
+            &model,
+            "--tools",
+            "calculator",
+            "--store",
+            &store,
+            "--json",
+        ]);
+        match output.status.code() {
+            Some(0) => finished.push(
+                json_stdout(&output)["session_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            ),
+            _ => {
+                full = Some(output);
+                break;
+            }
+        }
+    }
+    let full = full.expect("the disk filled up");
+    assert!(!finished.is_empty());
+    assert!(
+        matches!(full.status.code(), Some(1 | 2)),
+        "{}",
+        stderr(&full)
+    );
+    assert!(
+        stderr(&full).to_lowercase().contains("full"),
+        "says the disk is full: {}",
+        stderr(&full)
+    );
+    for id in &finished {
+        let shown = scratch.run(&["show", id, "--store", &store, "--json"]);
+        assert_eq!(shown.status.code(), Some(0), "{}", stderr(&shown));
+        assert_eq!(json_stdout(&shown)["status"], "finished");
+    }
+    let integrity: String = rusqlite::Connection::open(mount.join("agent.db"))
+        .unwrap()
+        .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(integrity, "ok");
+
+    let remounted = std::process::Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(&mount)
+        .status()
+        .unwrap();
+    assert!(remounted.success());
+    let output = scratch.run(&[
+        "run",
+        "t",
+        "--model",
+        &model,
+        "--tools",
+        "calculator",
+        "--store",
+        &store,
+        "--json",
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("cannot be written"),
+        "{}",
+        stderr(&output)
+    );
 }

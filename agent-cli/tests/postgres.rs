@@ -180,6 +180,7 @@ async fn a_password_in_the_store_url_is_never_printed_traced_or_recorded() {
         stderr(&human),
         stderr(&refused),
         std::fs::read_to_string(scratch.path("trace.jsonl")).unwrap(),
+        agent_testkit::postgres::dump(&db).await,
     ] {
         assert!(!text.contains(secret), "the password leaked: {text}");
     }

@@ -25,6 +25,8 @@ pub struct Reply {
     pub delay: Duration,
     /// Send only this many body bytes, then close (the length header stays whole).
     pub cut_after: Option<usize>,
+    /// Reset the connection (RST) instead of answering.
+    pub reset: bool,
 }
 
 impl Reply {
@@ -41,6 +43,7 @@ impl Reply {
             body: body.into(),
             delay: Duration::ZERO,
             cut_after: None,
+            reset: false,
         }
     }
 
@@ -53,6 +56,12 @@ impl Reply {
     /// Answers late.
     pub fn delayed(mut self, delay: Duration) -> Self {
         self.delay = delay;
+        self
+    }
+
+    /// Resets the connection without a byte of answer.
+    pub fn reset(mut self) -> Self {
+        self.reset = true;
         self
     }
 
@@ -193,6 +202,11 @@ async fn serve(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
         .and_then(|mut replies| replies.pop_front())
         .unwrap_or_else(|| Reply::status(500, r#"{"error":"no scripted reply left"}"#));
     tokio::time::sleep(reply.delay).await;
+    if reply.reset {
+        stream.set_zero_linger()?;
+        drop(stream);
+        return Ok(());
+    }
     let mut response = format!(
         "HTTP/1.1 {} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         reply.status,

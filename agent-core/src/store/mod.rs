@@ -83,6 +83,10 @@ pub enum StoreError {
     /// version wrote. Nothing was modified; the message names the session and seq.
     #[error("the store is damaged or newer than this build: {0}")]
     Corrupt(String),
+    /// The store cannot take writes (a full disk, a read-only file or mount);
+    /// nothing was written and what it holds is intact.
+    #[error("the store cannot be written: {0}; free space or fix its permissions, then resume")]
+    Unwritable(String),
 }
 
 /// One append: `events` after seq `expected_seq` of `session_id` (0 creates the

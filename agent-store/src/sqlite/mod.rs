@@ -218,6 +218,12 @@ pub(super) fn sql_error(err: rusqlite::Error) -> StoreError {
         Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
             StoreError::Corrupt(format!("the SQLite file is damaged: {err}"))
         }
+        Some(
+            rusqlite::ErrorCode::DiskFull
+            | rusqlite::ErrorCode::ReadOnly
+            | rusqlite::ErrorCode::CannotOpen
+            | rusqlite::ErrorCode::PermissionDenied,
+        ) => StoreError::Unwritable(err.to_string()),
         _ => StoreError::Backend(err.to_string()),
     }
 }

@@ -116,6 +116,11 @@ pub fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
             supported: SCHEMA_VERSION,
         });
     }
+    if version == SCHEMA_VERSION {
+        // Up to date: nothing is written, so a store on a full or read-only disk
+        // still opens for reading.
+        return tx.rollback().map_err(OpenError::unreadable);
+    }
     for (index, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         tx.execute_batch(sql).map_err(|err| OpenError::Migration {
             version: index as u32 + 1,

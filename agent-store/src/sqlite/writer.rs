@@ -72,9 +72,15 @@ fn commit_group(conn: &mut Connection, group: Vec<AppendJob>, stats: &CommitStat
             }
         }
         Err(err) => {
-            let message = format!("the commit failed and nothing was written: {err}");
+            let failure = match super::sql_error(err) {
+                StoreError::Unwritable(why) => StoreError::Unwritable(why),
+                StoreError::Corrupt(why) => StoreError::Corrupt(why),
+                other => StoreError::Backend(format!(
+                    "the commit failed and nothing was written: {other}"
+                )),
+            };
             for job in group {
-                let _ = job.reply.send(Err(StoreError::Backend(message.clone())));
+                let _ = job.reply.send(Err(failure.clone()));
             }
         }
     }

@@ -391,3 +391,58 @@ async fn unreachable_servers_and_wrong_passwords_are_clear_and_never_show_the_pa
     let err = store.load("no-such-session").await.unwrap_err();
     assert!(matches!(err, StoreError::NotFound(_)));
 }
+
+/// Regression: a session queued again while its drive's claim was being
+/// finished stayed claimed by the finishing worker forever (its heartbeat renews
+/// every claim it holds), so no worker drove it again. The enqueue is held open
+/// in another transaction while `finish_session` runs, then committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_queued_again_while_its_claim_finishes_is_left_for_a_worker() {
+    use agent_core::WorkQueue;
+    let Some(url) = test_url() else { return };
+    let db = fresh_database(&url).await;
+    let store = Arc::new(
+        PostgresStore::connect(PostgresTarget::parse(&db).unwrap(), true)
+            .await
+            .unwrap(),
+    );
+    store.enqueue_session("s").await.unwrap();
+    let claim = store
+        .claim_session("w1", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    let (client, connection) = tokio_postgres::connect(&db, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let driver = tokio::spawn(connection);
+    client
+        .batch_execute(
+            "BEGIN; UPDATE agent.queue_sessions SET generation = generation + 1 WHERE session_id = 's'",
+        )
+        .await
+        .unwrap();
+    let finishing = {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move { store.finish_session(&claim, "w1").await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    client.batch_execute("COMMIT").await.unwrap();
+    finishing.await.unwrap().unwrap();
+    drop(client);
+    let _ = driver.await;
+    assert_eq!(
+        first_value(
+            &db,
+            "SELECT coalesce(claimed_by, 'unclaimed') FROM agent.queue_sessions WHERE session_id = 's'"
+        )
+        .await,
+        Some("unclaimed".into()),
+        "the session waits, unclaimed, for the next worker"
+    );
+    let again = store
+        .claim_session("w2", Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(again.map(|claim| claim.session_id), Some("s".into()));
+}

@@ -96,16 +96,34 @@ impl WorkQueue for PostgresStore {
     }
 
     async fn finish_session(&self, claim: &SessionClaim, worker: &str) -> Result<(), StoreError> {
+        // Two statements, not one with a DELETE and an UPDATE branch: under READ
+        // COMMITTED each branch scans the statement's snapshot, so an enqueue
+        // committing meanwhile made the DELETE skip the row (its generation moved
+        // on) while the UPDATE had never selected it (its generation had not yet
+        // moved in the snapshot): the row stayed claimed by this worker, whose
+        // heartbeat then kept it forever. An UPDATE re-checks the newest version.
         let generation = i64::try_from(claim.generation).unwrap_or(i64::MAX);
+        let unclaimed = self
+            .query(
+                "UPDATE agent.queue_sessions SET claimed_by = NULL, expires_at = NULL
+                 WHERE session_id = $1 AND claimed_by = $2 RETURNING generation",
+                &[&claim.session_id, &worker],
+            )
+            .await?;
+        let Some(row) = unclaimed.first() else {
+            return Ok(());
+        };
+        if column::<i64>(row, 0)? != generation {
+            self.query("SELECT pg_notify('agent_work', 'session')", &[])
+                .await?;
+            return Ok(());
+        }
+        // Queued again after this is read, or claimed by another worker: the row
+        // stays, and that enqueue or claim takes it from here.
         self.query(
-            "WITH done AS (
-                 DELETE FROM agent.queue_sessions
-                 WHERE session_id = $1 AND claimed_by = $2 AND generation = $3 RETURNING 1),
-             kept AS (
-                 UPDATE agent.queue_sessions SET claimed_by = NULL, expires_at = NULL
-                 WHERE session_id = $1 AND claimed_by = $2 AND generation <> $3 RETURNING 1)
-             SELECT pg_notify('agent_work', 'session') FROM kept",
-            &[&claim.session_id, &worker, &generation],
+            "DELETE FROM agent.queue_sessions
+             WHERE session_id = $1 AND claimed_by IS NULL AND generation = $2",
+            &[&claim.session_id, &generation],
         )
         .await
         .map(|_| ())

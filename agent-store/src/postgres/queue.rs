@@ -96,34 +96,26 @@ impl WorkQueue for PostgresStore {
     }
 
     async fn finish_session(&self, claim: &SessionClaim, worker: &str) -> Result<(), StoreError> {
-        // Two statements, not one with a DELETE and an UPDATE branch: under READ
-        // COMMITTED each branch scans the statement's snapshot, so an enqueue
-        // committing meanwhile made the DELETE skip the row (its generation moved
-        // on) while the UPDATE had never selected it (its generation had not yet
-        // moved in the snapshot): the row stayed claimed by this worker, whose
-        // heartbeat then kept it forever. An UPDATE re-checks the newest version.
+        // The row is locked first and both branches decide on the generation it
+        // holds then. Deciding in each branch on its own scan went wrong: under
+        // READ COMMITTED a branch scans the statement's snapshot, so an enqueue
+        // committing meanwhile made the DELETE skip the row (its generation had
+        // moved on) while the UPDATE had never selected it (it had not moved in
+        // the snapshot), and the row stayed claimed by a live worker forever.
         let generation = i64::try_from(claim.generation).unwrap_or(i64::MAX);
-        let unclaimed = self
-            .query(
-                "UPDATE agent.queue_sessions SET claimed_by = NULL, expires_at = NULL
-                 WHERE session_id = $1 AND claimed_by = $2 RETURNING generation",
-                &[&claim.session_id, &worker],
-            )
-            .await?;
-        let Some(row) = unclaimed.first() else {
-            return Ok(());
-        };
-        if column::<i64>(row, 0)? != generation {
-            self.query("SELECT pg_notify('agent_work', 'session')", &[])
-                .await?;
-            return Ok(());
-        }
-        // Queued again after this is read, or claimed by another worker: the row
-        // stays, and that enqueue or claim takes it from here.
         self.query(
-            "DELETE FROM agent.queue_sessions
-             WHERE session_id = $1 AND claimed_by IS NULL AND generation = $2",
-            &[&claim.session_id, &generation],
+            "WITH current AS (
+                 SELECT generation FROM agent.queue_sessions
+                 WHERE session_id = $1 AND claimed_by = $2 FOR UPDATE),
+             done AS (
+                 DELETE FROM agent.queue_sessions q USING current
+                 WHERE q.session_id = $1 AND current.generation = $3 RETURNING 1),
+             kept AS (
+                 UPDATE agent.queue_sessions q SET claimed_by = NULL, expires_at = NULL
+                 FROM current
+                 WHERE q.session_id = $1 AND current.generation <> $3 RETURNING 1)
+             SELECT pg_notify('agent_work', 'session') FROM kept",
+            &[&claim.session_id, &worker, &generation],
         )
         .await
         .map(|_| ())

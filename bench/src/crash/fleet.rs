@@ -12,27 +12,17 @@ use std::time::{Duration, Instant};
 use agent::{EventKind, Store};
 use tokio::process::{Child, Command};
 
-use super::Phase;
 use super::check::{Observed, is_ended};
 use super::plan::{Rng, SessionPlan};
+use super::{Harness, Phase};
 
 /// How long the fleet gets to finish everything after the last kill.
 const FINISH_WITHIN: Duration = Duration::from_secs(300);
 
 /// The phase's parameters.
 pub struct FleetRun {
-    /// The `agent` binary.
-    pub agent: PathBuf,
-    /// The store URL the processes get.
-    pub url: String,
-    /// The harness's own connection to the store.
-    pub store: Arc<dyn Store>,
-    /// The run's seed.
-    pub seed: u64,
-    /// The run's tag, in every task.
-    pub tag: String,
-    /// Where scripts, workspaces and worker logs go.
-    pub dir: PathBuf,
+    /// What the phases share.
+    pub harness: Arc<Harness>,
     /// Kills to make.
     pub kills: usize,
     /// Sessions to submit.
@@ -86,13 +76,13 @@ impl Fleet {
 
 /// Runs the phase: submits, kills `kills` times, waits for every session to end.
 pub async fn run(run: FleetRun) -> anyhow::Result<Phase> {
-    let logs = run.dir.join("worker-logs");
+    let logs = run.harness.dir.join("worker-logs");
     std::fs::create_dir_all(&logs)?;
     let mut sessions = Vec::with_capacity(run.sessions);
     submit_batch(&run, &mut sessions).await?;
     let mut fleet = Fleet {
-        agent: run.agent.clone(),
-        url: run.url.clone(),
+        agent: run.harness.agent.clone(),
+        url: run.harness.url.clone(),
         logs,
         workers: Vec::new(),
         started: 0,
@@ -101,17 +91,17 @@ pub async fn run(run: FleetRun) -> anyhow::Result<Phase> {
         let child = fleet.spawn()?;
         fleet.workers.push(child);
     }
-    let mut rng = Rng::new(run.seed, 77);
+    let mut rng = Rng::new(run.harness.seed, 77);
     let mut points: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut kills = 0;
     while kills < run.kills {
-        if all_ended(run.store.as_ref(), &mut sessions).await? {
+        if all_ended(run.harness.store.as_ref(), &mut sessions).await? {
             submit_batch(&run, &mut sessions).await?;
         }
         let kind = if rng.percent(50) {
             let deadline = Instant::now() + Duration::from_secs(5);
             while Instant::now() < deadline
-                && !any_call_in_flight(run.store.as_ref(), &mut sessions).await?
+                && !any_call_in_flight(run.harness.store.as_ref(), &mut sessions).await?
             {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
@@ -132,7 +122,7 @@ pub async fn run(run: FleetRun) -> anyhow::Result<Phase> {
         kills += 1;
         *points.entry(kind).or_default() += 1;
         for (_, id, observed) in &mut sessions {
-            let events = run.store.load(id).await?;
+            let events = run.harness.store.load(id).await?;
             if !is_ended(&events) {
                 observed.killed(events);
             } else {
@@ -141,11 +131,11 @@ pub async fn run(run: FleetRun) -> anyhow::Result<Phase> {
         }
     }
     let deadline = Instant::now() + FINISH_WITHIN;
-    while !all_ended(run.store.as_ref(), &mut sessions).await? {
+    while !all_ended(run.harness.store.as_ref(), &mut sessions).await? {
         anyhow::ensure!(
             Instant::now() < deadline,
             "the fleet did not end every session within {FINISH_WITHIN:?}; worker logs are in {}",
-            run.dir.display()
+            run.harness.dir.display()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -166,8 +156,8 @@ async fn submit_batch(
 ) -> anyhow::Result<()> {
     let first = FIRST_INDEX + sessions.len();
     for index in first..first + run.sessions.max(1) {
-        let plan = SessionPlan::draw(run.seed, &run.tag, index, &run.dir)?;
-        let id = submit(&run.agent, &run.url, &plan).await?;
+        let plan = run.harness.draw(index)?;
+        let id = submit(&run.harness.agent, &run.harness.url, &plan).await?;
         sessions.push((plan, id, Observed::default()));
     }
     Ok(())

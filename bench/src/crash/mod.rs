@@ -63,6 +63,29 @@ pub struct CrashArgs {
     agent: Option<PathBuf>,
 }
 
+/// What both phases share: the binary, the store, the seed, where files go.
+pub struct Harness {
+    /// The `agent` binary.
+    pub agent: PathBuf,
+    /// The store URL the processes get.
+    pub url: String,
+    /// The harness's own connection to the store, for polling and checks.
+    pub store: std::sync::Arc<dyn agent::Store>,
+    /// The run's seed.
+    pub seed: u64,
+    /// The run's tag, in every task.
+    pub tag: String,
+    /// Where scripts, workspaces and worker logs go.
+    pub dir: PathBuf,
+}
+
+impl Harness {
+    /// Draws session `index` of this run.
+    fn draw(&self, index: usize) -> anyhow::Result<SessionPlan> {
+        SessionPlan::draw(self.seed, &self.tag, index, &self.dir)
+    }
+}
+
 /// What one phase did.
 pub struct Phase {
     /// Kills made.
@@ -110,13 +133,16 @@ pub async fn crash(args: CrashArgs) -> anyhow::Result<()> {
     };
     let store = agent::store::open_url(&url, true).await?;
     let worker_kills = args.kills * args.worker_percent.min(100) / 100;
-    let single = single::run(single::Lanes {
-        agent: agent.clone(),
-        url: url.clone(),
+    let harness = std::sync::Arc::new(Harness {
+        agent,
+        url,
         store: store.clone(),
         seed: args.seed,
-        tag: tag.clone(),
+        tag,
         dir: dir.clone(),
+    });
+    let single = single::run(single::Lanes {
+        harness: std::sync::Arc::clone(&harness),
         kills: args.kills - worker_kills,
         lanes: args.lanes,
     })
@@ -127,12 +153,7 @@ pub async fn crash(args: CrashArgs) -> anyhow::Result<()> {
         single.sessions.len()
     );
     let workers = fleet::run(fleet::FleetRun {
-        agent,
-        url,
-        store: store.clone(),
-        seed: args.seed,
-        tag,
-        dir: dir.clone(),
+        harness,
         kills: worker_kills,
         sessions: args.worker_sessions,
         workers: args.workers,

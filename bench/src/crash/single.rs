@@ -3,7 +3,6 @@
 //! chosen for a kill gets SIGKILL at its aimed point, found by polling the store.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -14,22 +13,12 @@ use tokio::process::Command;
 
 use super::check::{Observed, is_ended};
 use super::plan::{Aim, Rng, SessionPlan, expected_events};
-use super::{Phase, lock};
+use super::{Harness, Phase, lock};
 
 /// What every lane shares.
 pub struct Lanes {
-    /// The `agent` binary.
-    pub agent: PathBuf,
-    /// The store URL the processes get.
-    pub url: String,
-    /// The harness's own connection to the store, for polling.
-    pub store: Arc<dyn Store>,
-    /// The run's seed.
-    pub seed: u64,
-    /// The run's tag, in every task.
-    pub tag: String,
-    /// Where scripts and workspaces go.
-    pub dir: PathBuf,
+    /// What the phases share.
+    pub harness: Arc<Harness>,
     /// Kills to make.
     pub kills: usize,
     /// Sessions in flight at once.
@@ -41,6 +30,21 @@ struct Slot {
     id: Option<String>,
     observed: Observed,
     attempts: u64,
+}
+
+impl Board {
+    /// Adds a new session to draw from and to run.
+    fn add_session(&mut self, harness: &Harness) -> anyhow::Result<()> {
+        let index = self.slots.len();
+        self.slots.push(Slot {
+            plan: harness.draw(index)?,
+            id: None,
+            observed: Observed::default(),
+            attempts: 0,
+        });
+        self.pending.push_back(index);
+        Ok(())
+    }
 }
 
 #[derive(Default)]
@@ -67,16 +71,8 @@ pub async fn run(lanes: Lanes) -> anyhow::Result<Phase> {
     let lanes = Arc::new(lanes);
     let board = Arc::new(Mutex::new(Board::default()));
     let first = lanes.lanes.max(1) * 2;
-    for index in 0..first {
-        let plan = SessionPlan::draw(lanes.seed, &lanes.tag, index, &lanes.dir)?;
-        let mut board = lock(&board)?;
-        board.slots.push(Slot {
-            plan,
-            id: None,
-            observed: Observed::default(),
-            attempts: 0,
-        });
-        board.pending.push_back(index);
+    for _ in 0..first {
+        lock(&board)?.add_session(&lanes.harness)?;
     }
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..lanes.lanes.max(1) {
@@ -109,15 +105,7 @@ async fn lane(lanes: Arc<Lanes>, board: Arc<Mutex<Board>>) -> anyhow::Result<()>
         let job = {
             let mut board = lock(&board)?;
             if board.pending.is_empty() && board.kills + board.reserved < lanes.kills {
-                let index = board.slots.len();
-                let plan = SessionPlan::draw(lanes.seed, &lanes.tag, index, &lanes.dir)?;
-                board.slots.push(Slot {
-                    plan,
-                    id: None,
-                    observed: Observed::default(),
-                    attempts: 0,
-                });
-                board.pending.push_back(index);
+                board.add_session(&lanes.harness)?;
             }
             match board.pending.pop_front() {
                 Some(index) => {
@@ -150,7 +138,7 @@ async fn lane(lanes: Arc<Lanes>, board: Arc<Mutex<Board>>) -> anyhow::Result<()>
         let mut observed = Observed::default();
         let (ended, id) = attempt_once(&lanes, &plan, id, attempt, kill, &mut observed).await?;
         let after = match &id {
-            Some(id) => Some(lanes.store.load(id).await?),
+            Some(id) => Some(lanes.harness.store.load(id).await?),
             None => None,
         };
         let mut board = lock(&board)?;
@@ -205,9 +193,9 @@ async fn attempt_once(
     kill: bool,
     observed: &mut Observed,
 ) -> anyhow::Result<(Ended, Option<String>)> {
-    let mut rng = Rng::new(lanes.seed, (plan.index as u64) * 1_000 + attempt);
+    let mut rng = Rng::new(lanes.harness.seed, (plan.index as u64) * 1_000 + attempt);
     let events_now = match &id {
-        Some(id) => lanes.store.load(id).await?.len(),
+        Some(id) => lanes.harness.store.load(id).await?.len(),
         None => 0,
     };
     let aim = kill.then(|| {
@@ -218,12 +206,12 @@ async fn attempt_once(
             plan.steps.len() > 20,
         )
     });
-    let mut command = Command::new(&lanes.agent);
+    let mut command = Command::new(&lanes.harness.agent);
     match &id {
         None => command
             .args(["run", &plan.task])
-            .args(plan.run_flags(&lanes.url)),
-        Some(id) => command.args(["resume", id, "--store", &lanes.url, "--json"]),
+            .args(plan.run_flags(&lanes.harness.url)),
+        Some(id) => command.args(["resume", id, "--store", &lanes.harness.url, "--json"]),
     };
     let mut child = command
         .stdin(Stdio::null())
@@ -238,11 +226,11 @@ async fn attempt_once(
             break;
         }
         if id.is_none() && polls.is_multiple_of(8) {
-            id = find_session(lanes.store.as_ref(), &plan.task).await?;
+            id = find_session(lanes.harness.store.as_ref(), &plan.task).await?;
         }
         polls += 1;
         let events = match &id {
-            Some(id) => lanes.store.load(id).await.unwrap_or_default(),
+            Some(id) => lanes.harness.store.load(id).await.unwrap_or_default(),
             None => Vec::new(),
         };
         if let Some(aim) = aim
@@ -256,7 +244,7 @@ async fn attempt_once(
             child.start_kill()?;
             child.wait().await?;
             if id.is_none() {
-                id = find_session(lanes.store.as_ref(), &plan.task).await?;
+                id = find_session(lanes.harness.store.as_ref(), &plan.task).await?;
             }
             return Ok((Ended::Killed(aim), id));
         }
@@ -267,7 +255,7 @@ async fn attempt_once(
     let stdout = read_all(child.stdout.take()).await;
     let stderr = read_all(child.stderr.take()).await;
     if id.is_none() {
-        id = find_session(lanes.store.as_ref(), &plan.task).await?;
+        id = find_session(lanes.harness.store.as_ref(), &plan.task).await?;
     }
     Ok((Ended::Exited(status.code(), stdout, stderr), id))
 }

@@ -62,7 +62,10 @@ pub struct ChildPolicy {
 struct PolicyInner {
     pass_env: Vec<String>,
     launcher: Option<PathBuf>,
-    temp_dir: Option<PrivateTemp>,
+    /// Whether children get a private temp directory.
+    private_temp: bool,
+    /// That directory, created when the first child starts.
+    temp_dir: OnceLock<PrivateTemp>,
 }
 
 /// A temp directory only this process's children use, removed with the policy.
@@ -80,14 +83,28 @@ impl ChildPolicy {
     /// defaults, and confines through this process's launcher, if it is one
     /// (see [`exec_confined_if_asked`]).
     pub fn new(pass_env: Vec<String>) -> Result<Self, String> {
-        let temp_dir = private_temp_dir()?;
         Ok(Self {
             inner: Arc::new(PolicyInner {
                 pass_env,
                 launcher: LAUNCHER.get().cloned(),
-                temp_dir: Some(temp_dir),
+                private_temp: true,
+                temp_dir: OnceLock::new(),
             }),
         })
+    }
+
+    /// The children's private temp directory, created on first use.
+    fn temp_dir(&self) -> Result<Option<&Path>, String> {
+        if !self.inner.private_temp {
+            return Ok(None);
+        }
+        if let Some(dir) = self.inner.temp_dir.get() {
+            return Ok(Some(&dir.0));
+        }
+        let created = private_temp_dir()?;
+        // Another thread may have created one first; this one is then removed.
+        let dir = self.inner.temp_dir.get_or_init(|| created);
+        Ok(Some(&dir.0))
     }
 
     /// Whether confined children really are confined here: asks the launcher to
@@ -117,20 +134,22 @@ impl ChildPolicy {
 
     /// A command for `program args…` in `workspace` with the scrubbed
     /// environment; `confined` runs it through the launcher under Landlock.
+    /// Fails only when the private temp directory cannot be created.
     pub fn command(
         &self,
         program: &str,
         args: &[String],
         workspace: &Path,
         confined: bool,
-    ) -> tokio::process::Command {
+    ) -> Result<tokio::process::Command, String> {
+        let temp = self.temp_dir()?;
         let launcher = self.inner.launcher.as_ref().filter(|_| confined);
         let mut command = match launcher {
             Some(launcher) => {
                 let mut command = tokio::process::Command::new(launcher);
                 command.arg(CONFINED_EXEC).arg("--write").arg(workspace);
-                if let Some(temp) = &self.inner.temp_dir {
-                    command.arg("--write").arg(&temp.0);
+                if let Some(temp) = temp {
+                    command.arg("--write").arg(temp);
                 }
                 command.arg("--").arg(program).args(args);
                 command
@@ -142,14 +161,14 @@ impl ChildPolicy {
             }
         };
         command.current_dir(workspace).env_clear();
-        for (name, value) in self.environment() {
+        for (name, value) in self.environment(temp) {
             command.env(name, value);
         }
-        command
+        Ok(command)
     }
 
-    /// The environment a child gets.
-    pub fn environment(&self) -> Vec<(OsString, OsString)> {
+    /// The environment a child gets, with `temp` as its `TMPDIR`.
+    fn environment(&self, temp: Option<&Path>) -> Vec<(OsString, OsString)> {
         let mut vars = Vec::new();
         let path = std::env::var_os("PATH").map(|path| {
             let absolute: Vec<PathBuf> = std::env::split_paths(&path)
@@ -166,8 +185,8 @@ impl ChildPolicy {
                 vars.push((name.into(), value));
             }
         }
-        if let Some(temp) = &self.inner.temp_dir {
-            vars.push(("TMPDIR".into(), temp.0.clone().into_os_string()));
+        if let Some(temp) = temp {
+            vars.push(("TMPDIR".into(), temp.as_os_str().to_owned()));
         }
         for name in &self.inner.pass_env {
             if let Some(value) = std::env::var_os(name) {
@@ -180,25 +199,36 @@ impl ChildPolicy {
 }
 
 /// A new directory, readable only by this user, for the children's temp files.
+/// A name that exists already (left by a killed process whose pid came back) is
+/// never reused: another one is tried.
 fn private_temp_dir() -> Result<PrivateTemp, String> {
     use std::os::unix::fs::DirBuilderExt;
     use std::sync::atomic::{AtomicU32, Ordering};
     static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "agent-children-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|err| {
-            format!(
-                "cannot create a temp directory for child programs at `{}`: {err}",
-                dir.display()
-            )
-        })?;
-    Ok(PrivateTemp(dir))
+    let mut last_error = None;
+    for _ in 0..100 {
+        let dir = std::env::temp_dir().join(format!(
+            "agent-children-{}-{}-{}",
+            std::process::id(),
+            agent_core::now_millis(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(PrivateTemp(dir)),
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => last_error = Some(err),
+            Err(err) => {
+                return Err(format!(
+                    "cannot create a temp directory for child programs at `{}`: {err}",
+                    dir.display()
+                ));
+            }
+        }
+    }
+    Err(format!(
+        "cannot create a temp directory for child programs under `{}`: {}",
+        std::env::temp_dir().display(),
+        last_error.map_or_else(String::new, |err| err.to_string())
+    ))
 }
 
 /// The binary that confines children: this one, once its `main` called

@@ -70,7 +70,9 @@ impl McpServer {
             .split_first()
             .ok_or_else(|| error("the command line is empty".into()))?;
         let workspace = std::env::current_dir().unwrap_or_else(|_| "/".into());
-        let command = child.command(program, args, &workspace, false);
+        let command = child
+            .command(program, args, &workspace, false)
+            .map_err(error)?;
         let (transport, _) = TokioChildProcess::builder(command)
             .stderr(Stdio::null())
             .spawn()

@@ -82,6 +82,7 @@ pub async fn run_program(
 ) -> Result<CommandOutput, ToolError> {
     let mut child = policy
         .command(program, args, dir, true)
+        .map_err(ToolError::failed)?
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -29,10 +29,7 @@ pub fn note_for_worker() {
 }
 
 fn probe() -> Confinement {
-    match ChildPolicy::new(Vec::new()) {
-        Ok(policy) => policy.probe(),
-        Err(err) => Confinement::Unconfined(err),
-    }
+    ChildPolicy::new(Vec::new()).probe()
 }
 
 fn unconfined_notice(why: &str) -> String {

@@ -83,7 +83,7 @@ impl Session {
             Some(line) => Some(
                 CommandGate::new(line, DEFAULT_GATE_TIMEOUT)
                     .map_err(|err| ConfigError::new(format!("--finish-when: {err}")))?
-                    .with_child_policy(crate::tools::child_policy(config)?),
+                    .with_child_policy(crate::tools::child_policy(config)),
             ),
             None => None,
         };

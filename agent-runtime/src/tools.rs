@@ -37,15 +37,15 @@ fn layered(
 
 /// How `config`'s programs are started: a scrubbed environment plus its
 /// `--pass-env`, confined where this process can confine them.
-pub fn child_policy(config: &SessionConfig) -> Result<ChildPolicy, ConfigError> {
-    ChildPolicy::new(config.pass_env.clone()).map_err(ConfigError::new)
+pub fn child_policy(config: &SessionConfig) -> ChildPolicy {
+    ChildPolicy::new(config.pass_env.clone())
 }
 
 /// The built-in tools `config` names, layered and validated.
 pub fn builtin_registry(config: &SessionConfig) -> Result<ToolRegistry, ConfigError> {
     let options = BuiltinOptions {
         allowed_commands: config.allow_cmd.clone(),
-        child: child_policy(config)?,
+        child: child_policy(config),
     };
     let mut registry = ToolRegistry::new();
     for name in &config.tools {
@@ -83,7 +83,7 @@ impl SessionTools {
                 .register_shared(Arc::clone(tool))
                 .map_err(|err| ConfigError::new(format!("tool `{}`: {err}", tool.spec().name)))?;
         }
-        let child = child_policy(config)?;
+        let child = child_policy(config);
         let timeout = Duration::try_from_secs_f64(config.mcp_timeout_secs)
             .map_err(|err| ConfigError::new(format!("--mcp-timeout: {err}")))?;
         let mut servers: Vec<McpServer> = Vec::new();

@@ -82,15 +82,16 @@ impl ChildPolicy {
     /// A policy that passes the variables named in `pass_env` besides the
     /// defaults, and confines through this process's launcher, if it is one
     /// (see [`exec_confined_if_asked`]).
-    pub fn new(pass_env: Vec<String>) -> Result<Self, String> {
-        Ok(Self {
+    /// Its private temp directory is created when the first child starts.
+    pub fn new(pass_env: Vec<String>) -> Self {
+        Self {
             inner: Arc::new(PolicyInner {
                 pass_env,
                 launcher: LAUNCHER.get().cloned(),
                 private_temp: true,
                 temp_dir: OnceLock::new(),
             }),
-        })
+        }
     }
 
     /// The children's private temp directory, created on first use.

@@ -59,8 +59,8 @@ pub use sink::{EventSink, SinkError};
 pub use snapshot::{DEFAULT_SNAPSHOT_EVERY, load_state, snapshot_of};
 pub use state::{PublicStatus, SessionState, StateError, Status, StrategyRecord, UnknownStatus};
 pub use store::{
-    Append, Durability, EventLog, EventStore, LeaseStore, MemoryStore, SessionIndex,
-    SessionSummary, SnapshotStore, Store, StoreError,
+    Append, Durability, EventLog, EventStore, LeaseStore, MemoryStore, SessionCursor, SessionIndex,
+    SessionQuery, SessionSummary, SnapshotStore, Store, StoreCounts, StoreError,
 };
 pub use strategy::{
     Decision, ExecutionStrategy, ModelCall, StrategyError, StrategyWork, Work, WorkContext,

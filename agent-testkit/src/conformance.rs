@@ -540,6 +540,122 @@ pub async fn racing_workers_claim_each_session_once(open: &Opener) {
     assert_eq!(seen, ids);
 }
 
+/// Walking the list a page at a time returns every session once, newest first;
+/// a status filter returns only that status.
+pub async fn pages_walk_the_list_newest_first_without_gaps_or_repeats(open: &Opener) {
+    let Some(store) = open().await else { return };
+    let mut mine = Vec::new();
+    for n in 0..5 {
+        let session = unique(&format!("page{n}"));
+        create(store.as_ref(), &session).await;
+        if n % 2 == 1 {
+            let failed = Event::new(
+                &session,
+                2,
+                EventKind::Failed {
+                    exit_reason: ExitReason::Cancelled,
+                    budget: None,
+                    error: None,
+                },
+            );
+            store
+                .append(append(&[failed], 1, PublicStatus::Failed))
+                .await
+                .unwrap();
+        }
+        mine.push(session);
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    let walk = |status: Option<PublicStatus>| {
+        let store = Arc::clone(&store);
+        async move {
+            let mut seen = Vec::new();
+            let mut after = None;
+            loop {
+                let query = agent_core::SessionQuery {
+                    status,
+                    limit: 2,
+                    after: after.clone(),
+                };
+                let page = store.sessions_page(&query).await.unwrap();
+                assert!(page.len() <= 2, "a page holds at most its limit");
+                let Some(last) = page.last() else { break };
+                after = Some(agent_core::SessionCursor::after(last));
+                seen.extend(page);
+            }
+            seen
+        }
+    };
+    let all = walk(None).await;
+    let ids: Vec<&str> = all.iter().map(|s| s.session_id.as_str()).collect();
+    assert_eq!(
+        ids.iter().collect::<BTreeSet<_>>().len(),
+        ids.len(),
+        "no session twice"
+    );
+    let order: Vec<&str> = ids
+        .iter()
+        .copied()
+        .filter(|id| mine.iter().any(|m| m == id))
+        .collect();
+    let newest_first: Vec<&str> = mine.iter().rev().map(String::as_str).collect();
+    assert_eq!(order, newest_first);
+    let failed = walk(Some(PublicStatus::Failed)).await;
+    assert!(failed.iter().all(|s| s.status == PublicStatus::Failed));
+    let failed_mine: Vec<&str> = failed
+        .iter()
+        .map(|s| s.session_id.as_str())
+        .filter(|id| mine.iter().any(|m| m == id))
+        .collect();
+    assert_eq!(failed_mine, [mine[3].as_str(), mine[1].as_str()]);
+}
+
+/// Counts grow with the sessions, events and failed tool calls committed.
+pub async fn counts_follow_what_was_committed(open: &Opener) {
+    let Some(store) = open().await else { return };
+    let before = store.counts().await.unwrap();
+    let session = unique("counts");
+    create(store.as_ref(), &session).await;
+    let completed = |seq, id: &str, is_error| {
+        Event::new(
+            &session,
+            seq,
+            EventKind::ActionCompleted {
+                observation: agent_core::Observation {
+                    call_id: id.into(),
+                    tool_name: "calculator".into(),
+                    content: "x".into(),
+                    is_error,
+                },
+            },
+        )
+    };
+    let events = [
+        completed(2, "c1", true),
+        completed(3, "c2", false),
+        completed(4, "c3", true),
+    ];
+    store
+        .append(append(&events, 1, PublicStatus::Running))
+        .await
+        .unwrap();
+    let after = store.counts().await.unwrap();
+    let kind = |counts: &agent_core::StoreCounts, kind: &str| {
+        counts.events.get(kind).copied().unwrap_or(0)
+    };
+    assert!(kind(&after, "action_completed") >= kind(&before, "action_completed") + 3);
+    assert!(kind(&after, "session_started") > kind(&before, "session_started"));
+    assert!(after.tool_errors >= before.tool_errors + 2);
+    let running = |counts: &agent_core::StoreCounts| {
+        counts
+            .sessions
+            .get(&PublicStatus::Running)
+            .copied()
+            .unwrap_or(0)
+    };
+    assert!(running(&after) >= 1, "the session just created is running");
+}
+
 /// One `#[tokio::test]` per conformance case, for the store `opener` opens
 /// (an expression of type [`Opener`]).
 #[macro_export]
@@ -554,7 +670,9 @@ macro_rules! store_conformance {
             the_newest_snapshot_is_kept,
             queued_sessions_are_claimed_once_and_survive_a_dead_worker,
             queued_actions_count_their_attempts_and_go_to_workers_with_the_tool,
-            racing_workers_claim_each_session_once);
+            racing_workers_claim_each_session_once,
+            pages_walk_the_list_newest_first_without_gaps_or_repeats,
+            counts_follow_what_was_committed);
     };
     (@cases $opener:expr; $($case:ident),*) => {
         $(

@@ -81,7 +81,7 @@ impl fmt::Display for Status {
 }
 
 /// The status shown by `agent sessions` and `agent show`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PublicStatus {
     /// Submitted, waiting in the work queue for a worker.

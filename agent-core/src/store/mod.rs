@@ -8,6 +8,7 @@ mod memory;
 mod memory_queue;
 pub mod support;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -154,11 +155,97 @@ pub trait EventLog: Send + Sync {
     }
 }
 
-/// The list of stored sessions.
+/// Where a page of sessions starts: after the session last shown, in newest-first
+/// order (its creation time and id, which break ties).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionCursor {
+    /// The `created_at` of the last session shown.
+    pub created_at: u64,
+    /// Its id.
+    pub session_id: String,
+}
+
+impl SessionCursor {
+    /// The cursor after `summary`.
+    pub fn after(summary: &SessionSummary) -> Self {
+        Self {
+            created_at: summary.created_at,
+            session_id: summary.session_id.clone(),
+        }
+    }
+
+    /// Whether `summary` comes after this cursor in newest-first order.
+    pub fn precedes(&self, summary: &SessionSummary) -> bool {
+        (summary.created_at, summary.session_id.as_str())
+            < (self.created_at, self.session_id.as_str())
+    }
+}
+
+/// One page of the session list: newest first, optionally only one status,
+/// starting after a cursor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionQuery {
+    /// Only sessions in this status.
+    pub status: Option<PublicStatus>,
+    /// At most this many sessions.
+    pub limit: usize,
+    /// Only sessions after this one.
+    pub after: Option<SessionCursor>,
+}
+
+/// What a store holds, counted across every session: for metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreCounts {
+    /// Sessions by public status.
+    pub sessions: BTreeMap<PublicStatus, u64>,
+    /// Committed events by kind name (`model_responded`, `action_completed`, …).
+    pub events: BTreeMap<String, u64>,
+    /// Tool calls whose result is an error (`action_completed` with `is_error`).
+    pub tool_errors: u64,
+}
+
+/// The list of stored sessions, over their logs.
 #[async_trait]
-pub trait SessionIndex: Send + Sync {
+pub trait SessionIndex: EventLog {
     /// Every session, newest first.
     async fn sessions(&self) -> Result<Vec<SessionSummary>, StoreError>;
+
+    /// One page of sessions, newest first. The default filters [`sessions`](Self::sessions);
+    /// database stores answer it with one indexed query.
+    async fn sessions_page(&self, query: &SessionQuery) -> Result<Vec<SessionSummary>, StoreError> {
+        Ok(self
+            .sessions()
+            .await?
+            .into_iter()
+            .filter(|summary| query.status.is_none_or(|status| summary.status == status))
+            .filter(|summary| {
+                query
+                    .after
+                    .as_ref()
+                    .is_none_or(|after| after.precedes(summary))
+            })
+            .take(query.limit)
+            .collect())
+    }
+
+    /// Sessions by status, events by kind and failed tool calls, across the store.
+    /// The default reads every log; database stores count in the database.
+    async fn counts(&self) -> Result<StoreCounts, StoreError> {
+        let mut counts = StoreCounts::default();
+        for summary in self.sessions().await? {
+            *counts.sessions.entry(summary.status).or_default() += 1;
+            for event in self.load(&summary.session_id).await? {
+                if let crate::event::EventKind::ActionCompleted { observation } = &event.kind {
+                    counts.tool_errors += u64::from(observation.is_error);
+                }
+                *counts
+                    .events
+                    .entry(event.kind.name().to_owned())
+                    .or_default() += 1;
+            }
+        }
+        Ok(counts)
+    }
 }
 
 /// Leases: one engine drives a session at a time.

@@ -8,6 +8,7 @@
 //! nothing. Reads, leases ([`lease`]) and snapshots use a connection pool. Every
 //! operation is bounded in time; no message names a password.
 
+mod index;
 mod lease;
 mod lease_writer;
 mod queue;
@@ -21,7 +22,7 @@ use std::time::Duration;
 use agent_core::store::support::check_batch;
 use agent_core::{
     Append, Event, EventKind, EventLog, LeaseStore, SCHEMA_VERSION as EVENT_SCHEMA_VERSION,
-    SessionIndex, SessionSummary, SnapshotStore, StoreError,
+    SnapshotStore, StoreError,
 };
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
@@ -314,35 +315,6 @@ impl EventLog for PostgresStore {
 
     async fn load_after(&self, session_id: &str, after: u64) -> Result<Vec<Event>, StoreError> {
         self.events_after(session_id, after).await
-    }
-}
-
-#[async_trait]
-impl SessionIndex for PostgresStore {
-    async fn sessions(&self) -> Result<Vec<SessionSummary>, StoreError> {
-        let rows = self
-            .query(
-                "SELECT session_id, status, task, created_at, updated_at FROM agent.sessions
-                 ORDER BY created_at DESC, session_id DESC",
-                &[],
-            )
-            .await?;
-        rows.iter()
-            .map(|row| {
-                let session_id: String = column(row, 0)?;
-                let status: &str = column(row, 1)?;
-                let status = status
-                    .parse()
-                    .map_err(|err| StoreError::Backend(format!("session `{session_id}`: {err}")))?;
-                Ok(SessionSummary {
-                    status,
-                    task: column(row, 2)?,
-                    created_at: u64::try_from(column::<i64>(row, 3)?).unwrap_or(0),
-                    updated_at: u64::try_from(column::<i64>(row, 4)?).unwrap_or(0),
-                    session_id,
-                })
-            })
-            .collect()
     }
 }
 

@@ -7,6 +7,7 @@
 //! acknowledges each caller only after that commit: group commit. Reads use their
 //! own connection.
 
+mod index;
 mod lease;
 mod queue;
 mod read;
@@ -18,9 +19,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 use agent_core::store::support::check_batch;
-use agent_core::{
-    Append, Event, EventLog, LeaseStore, SessionIndex, SessionSummary, SnapshotStore, StoreError,
-};
+use agent_core::{Append, Event, EventLog, LeaseStore, SnapshotStore, StoreError};
 use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde_json::Value;
@@ -255,45 +254,6 @@ impl EventLog for SqliteStore {
         let session_id = session_id.to_owned();
         self.read(move |conn| load_events(conn, &session_id, after))
             .await
-    }
-}
-
-#[async_trait]
-impl SessionIndex for SqliteStore {
-    async fn sessions(&self) -> Result<Vec<SessionSummary>, StoreError> {
-        self.read(|conn| {
-            let mut statement = conn
-                .prepare_cached(
-                    "SELECT session_id, status, task, created_at, updated_at FROM sessions ORDER BY created_at DESC, session_id DESC",
-                )
-                .map_err(sql_error)?;
-            let rows = statement
-                .query_map([], |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, String>(2)?,
-                        row.get::<_, u64>(3)?,
-                        row.get::<_, u64>(4)?,
-                    ))
-                })
-                .map_err(sql_error)?;
-            rows.map(|row| {
-                let (session_id, status, task, created_at, updated_at) = row.map_err(sql_error)?;
-                let status = status.parse().map_err(|err| {
-                    StoreError::Backend(format!("session `{session_id}`: {err}"))
-                })?;
-                Ok(SessionSummary {
-                    session_id,
-                    status,
-                    task,
-                    created_at,
-                    updated_at,
-                })
-            })
-            .collect()
-        })
-        .await
     }
 }
 

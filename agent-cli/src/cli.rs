@@ -24,6 +24,8 @@ pub enum Command {
     Wait(WaitArgs),
     /// Claim and do queued sessions and tool calls until SIGINT or SIGTERM.
     Worker(WorkerArgs),
+    /// Serve the HTTP API, with in-process workers, until SIGINT or SIGTERM.
+    Serve(ServeArgs),
     /// Show what waits in the work queue and who works on it.
     Queue(QueueArgs),
     /// Continue a stored session from where it stopped.
@@ -123,6 +125,27 @@ pub struct WorkerArgs {
     /// Seconds a claim lasts without renewal: how soon another worker takes over the work of one that died.
     #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_seconds, allow_negative_numbers = true)]
     pub lease_secs: f64,
+    /// Where sessions are stored.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `agent serve [--listen ADDR] [--workers N] [--token-file FILE]`
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on; any other than a loopback one needs a token
+    /// configured (AGENT_API_TOKENS or --token-file). Port 0 picks a free port.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080", value_parser = parse_listen)]
+    pub listen: std::net::SocketAddr,
+    /// In-process workers that run queued sessions (0: leave them to `agent worker` processes).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub workers: u16,
+    /// A file of accepted API tokens, one per line (with AGENT_API_TOKENS, comma-separated).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Seconds stopping workers let started work finish before giving it back.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_drain)]
+    pub drain: f64,
     /// Where sessions are stored.
     #[command(flatten)]
     pub store: StoreArgs,
@@ -323,6 +346,13 @@ impl RunFlags {
             trace_content: self.trace_content.clone(),
         }
     }
+}
+
+/// An address to listen on: IP and port.
+fn parse_listen(text: &str) -> Result<std::net::SocketAddr, String> {
+    text.parse().map_err(|_| {
+        format!("`{text}` is not an address to listen on; give IP:PORT, such as 127.0.0.1:8080 or 0.0.0.0:8080")
+    })
 }
 
 /// Seconds of drain: zero (give back at once) up to an hour.

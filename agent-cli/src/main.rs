@@ -44,6 +44,7 @@ async fn execute(cli: Cli) -> Result<u8, CliError> {
         Command::Submit(args) => commands::submit::submit(*args).await,
         Command::Wait(args) => commands::wait::wait(args).await,
         Command::Worker(args) => commands::worker::worker(args).await,
+        Command::Serve(args) => commands::serve::serve(args).await,
         Command::Queue(args) => commands::queue::queue(args).await,
         Command::Resume(args) => commands::resume::resume(*args).await,
         Command::Sessions(args) => commands::sessions::sessions(args).await,

@@ -29,4 +29,5 @@ pub use session::{Session, SessionOptions, SubmitError, submit, trace_sink};
 pub use tools::{SessionTools, builtin_registry};
 pub use worker::{
     DEFAULT_CLAIM_TTL, DEFAULT_DRAIN, Worker, WorkerBuilder, WorkerLog, WorkerReport,
+    default_worker_name,
 };

@@ -83,7 +83,7 @@ pub use agent_core::{
 };
 pub use agent_core::{
     ActionClaim, CallObserver, Drive, QueueView, QueuedAction, QueuedActionView, QueuedSessionView,
-    SessionClaim, Timed, WorkQueue, call_result_event,
+    SessionClaim, SessionCursor, SessionQuery, StoreCounts, Timed, WorkQueue, call_result_event,
 };
 
 /// Resilience layers for tools and models: timeout, retry, circuit breaker.

@@ -6,6 +6,7 @@ pub mod fork;
 pub mod queue;
 pub mod resume;
 pub mod run;
+pub mod serve;
 pub mod sessions;
 pub mod show;
 pub mod submit;

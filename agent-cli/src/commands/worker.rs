@@ -17,25 +17,8 @@ use crate::store;
 pub async fn worker(args: WorkerArgs) -> Result<u8, CliError> {
     let store = store::open(&args.store.store).await?;
     crate::confinement::note_for_worker();
-    let shutdown = Cancellation::new();
-    let mut terminate = signal(SignalKind::terminate())
-        .map_err(|err| CliError::Internal(format!("cannot listen for SIGTERM: {err}")))?;
-    let mut interrupt = signal(SignalKind::interrupt())
-        .map_err(|err| CliError::Internal(format!("cannot listen for SIGINT: {err}")))?;
-    let stop = shutdown.clone();
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = terminate.recv() => {}
-            _ = interrupt.recv() => {}
-        }
-        stop.cancel();
-    });
-    let log: WorkerLog = Arc::new(|line: &str| {
-        eprintln!(
-            "{} {line}",
-            humantime::format_rfc3339_millis(SystemTime::now())
-        );
-    });
+    let shutdown = shutdown_on_signals()?;
+    let log = stderr_log();
     let mut builder = Worker::builder(store)
         .concurrency(usize::from(args.concurrency))
         .claim_ttl(Duration::from_secs_f64(args.lease_secs))
@@ -50,4 +33,32 @@ pub async fn worker(args: WorkerArgs) -> Result<u8, CliError> {
     }
     builder.build().run().await;
     Ok(0)
+}
+
+/// A shutdown signal raised by the first SIGINT or SIGTERM.
+pub fn shutdown_on_signals() -> Result<Cancellation, CliError> {
+    let shutdown = Cancellation::new();
+    let mut terminate = signal(SignalKind::terminate())
+        .map_err(|err| CliError::Internal(format!("cannot listen for SIGTERM: {err}")))?;
+    let mut interrupt = signal(SignalKind::interrupt())
+        .map_err(|err| CliError::Internal(format!("cannot listen for SIGINT: {err}")))?;
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+        stop.cancel();
+    });
+    Ok(shutdown)
+}
+
+/// Log lines on stderr, each with its time.
+pub fn stderr_log() -> WorkerLog {
+    Arc::new(|line: &str| {
+        eprintln!(
+            "{} {line}",
+            humantime::format_rfc3339_millis(SystemTime::now())
+        );
+    })
 }

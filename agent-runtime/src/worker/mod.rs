@@ -196,7 +196,7 @@ impl Worker {
     pub fn builder(store: Arc<dyn Store>) -> WorkerBuilder {
         WorkerBuilder {
             store,
-            name: default_name(),
+            name: default_worker_name(),
             concurrency: 8,
             tools: None,
             extra_tools: Vec::new(),
@@ -425,7 +425,8 @@ async fn give_back_one(shared: &Shared, held: &Held) {
     }
 }
 
-fn default_name() -> String {
+/// The name a worker has unless given one: `HOST:PID`.
+pub fn default_worker_name() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|host| host.trim().to_owned())
         .unwrap_or_else(|_| "host".into());

@@ -1,0 +1,80 @@
+//! `agent serve`: the HTTP API on the store, with in-process workers, until
+//! SIGINT or SIGTERM; then streams end, requests in flight are answered, workers
+//! drain, and it exits 0. Without a configured token it serves only on a
+//! loopback address, with a fresh token printed once on stderr.
+
+use std::time::Duration;
+
+use agent::store::shown_url;
+use agent_server::{ServeOptions, ServerState, Tokens};
+
+use crate::cli::ServeArgs;
+use crate::commands::run::current_dir;
+use crate::commands::worker::{shutdown_on_signals, stderr_log};
+use crate::error::CliError;
+use crate::store;
+
+/// The variable of comma-separated API tokens.
+const TOKENS_VAR: &str = "AGENT_API_TOKENS";
+
+/// Serves until a stop signal.
+pub async fn serve(args: ServeArgs) -> Result<u8, CliError> {
+    let tokens = configured_tokens(&args)?;
+    let tokens = if tokens.is_empty() {
+        if !args.listen.ip().is_loopback() {
+            return Err(CliError::Usage(format!(
+                "refusing to serve on {} without an API token: anyone who reaches that address could run agents as this user; set {TOKENS_VAR} (comma-separated) or --token-file, or listen on a loopback address",
+                args.listen
+            )));
+        }
+        let (tokens, token) =
+            Tokens::generate().map_err(|err| CliError::Internal(err.to_string()))?;
+        eprintln!(
+            "agent serve: no API token configured; this run accepts only this one (set {TOKENS_VAR} or --token-file to choose your own):\n  Authorization: Bearer {token}"
+        );
+        tokens
+    } else {
+        tokens
+    };
+    let store = store::open(&args.store.store).await?;
+    crate::confinement::note_for_worker();
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|err| CliError::Usage(format!("cannot listen on {}: {err}", args.listen)))?;
+    let address = listener
+        .local_addr()
+        .map_err(|err| CliError::Internal(format!("the listening address is unknown: {err}")))?;
+    let shutdown = shutdown_on_signals()?;
+    let state = ServerState::new(store, tokens)
+        .with_cwd(current_dir()?)
+        .with_shutdown(shutdown);
+    eprintln!(
+        "agent serve: listening on http://{address} (store {}, {} in-process worker(s))",
+        shown_url(&args.store.store),
+        args.workers
+    );
+    let options = ServeOptions {
+        workers: usize::from(args.workers),
+        drain: Duration::from_secs_f64(args.drain),
+        log: stderr_log(),
+    };
+    agent_server::serve(listener, state, options)
+        .await
+        .map_err(|err| CliError::Internal(format!("the server stopped: {err}")))?;
+    eprintln!("agent serve: stopped");
+    Ok(0)
+}
+
+/// The tokens of `AGENT_API_TOKENS` and `--token-file`, together.
+fn configured_tokens(args: &ServeArgs) -> Result<Tokens, CliError> {
+    let from_env = match std::env::var(TOKENS_VAR) {
+        Ok(list) => Tokens::from_list(&list)
+            .map_err(|err| CliError::Usage(format!("{TOKENS_VAR}: {err}")))?,
+        Err(_) => Tokens::default(),
+    };
+    let from_file = match &args.token_file {
+        Some(path) => Tokens::from_file(path).map_err(|err| CliError::Usage(err.to_string()))?,
+        None => Tokens::default(),
+    };
+    Ok(from_env.merged(from_file))
+}

@@ -1,0 +1,229 @@
+//! Errors of the HTTP API, always as `{"error": {"code": "…", "message": "…"}}`
+//! with the status that says what kind of mistake it was: 400 a bad body, query or
+//! setting, 404 an unknown id, 409 a decision that conflicts with the session's
+//! state, 422 edited arguments that break the tool's schema, 5xx the store. The
+//! [`uniform_errors`] layer gives the same shape to errors raised outside the
+//! handlers (unknown routes, body limits, timeouts).
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use agent::{ControlError, EngineError, StoreError};
+use agent_runtime::control::DecisionError;
+use agent_runtime::{ConfigError, SubmitError};
+
+/// A request the API refuses or could not do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// A stable, machine-readable code (`invalid_request`, `not_found`, …).
+    pub code: &'static str,
+    /// What was wrong and what to do, for people.
+    pub message: String,
+}
+
+/// The body of every error response.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// The code and message of an error.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A stable, machine-readable code.
+    pub code: String,
+    /// What was wrong and what to do.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error with this status, code and message.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// 400: the body, a query parameter or a setting is not acceptable.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+
+    /// 500: the server failed.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_owned(),
+                message: self.message,
+            },
+        };
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        let message = err.to_string();
+        match err {
+            StoreError::NotFound(id) => Self::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("no session with id `{id}`; GET /v1/sessions lists them"),
+            ),
+            StoreError::Leased { .. } | StoreError::LeaseLost(_) | StoreError::Conflict { .. } => {
+                Self::new(StatusCode::CONFLICT, "busy", message)
+            }
+            StoreError::Corrupt(_) => Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "store_damaged",
+                format!("{message}; nothing was changed"),
+            ),
+            StoreError::Unwritable(_) | StoreError::Backend(_) => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                message,
+            ),
+            StoreError::InvalidBatch(_) => Self::internal(message),
+        }
+    }
+}
+
+impl From<ControlError> for ApiError {
+    fn from(err: ControlError) -> Self {
+        let message = err.to_string();
+        match err {
+            ControlError::Store(store) => store.into(),
+            ControlError::State(_) => Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "log_inconsistent",
+                format!("the session log is inconsistent: {message}; nothing was changed"),
+            ),
+            ControlError::Ended { .. } => Self::new(StatusCode::CONFLICT, "ended", message),
+            ControlError::NothingPending { .. } | ControlError::NotPending { .. } => {
+                Self::new(StatusCode::CONFLICT, "not_pending", message)
+            }
+            ControlError::OutOfRange { .. } => {
+                Self::new(StatusCode::BAD_REQUEST, "out_of_range", message)
+            }
+        }
+    }
+}
+
+impl From<DecisionError> for ApiError {
+    fn from(err: DecisionError) -> Self {
+        match err {
+            DecisionError::Control(control) => control.into(),
+            DecisionError::Store(store) => store.into(),
+            DecisionError::InvalidArguments(message) => Self::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_arguments",
+                message,
+            ),
+            DecisionError::Trace(message) => Self::internal(format!(
+                "the decision is recorded, but the session's trace file could not be written: {message}"
+            )),
+        }
+    }
+}
+
+impl From<ConfigError> for ApiError {
+    fn from(err: ConfigError) -> Self {
+        Self::bad_request(err.to_string())
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(err: EngineError) -> Self {
+        match err {
+            EngineError::Store(store) => store.into(),
+            EngineError::State(state) => Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "log_inconsistent",
+                format!("the session log is inconsistent: {state}; nothing was changed"),
+            ),
+            other => Self::internal(other.to_string()),
+        }
+    }
+}
+
+impl From<SubmitError> for ApiError {
+    fn from(err: SubmitError) -> Self {
+        match err {
+            SubmitError::Config(config) => config.into(),
+            SubmitError::Engine(engine) => engine.into(),
+        }
+    }
+}
+
+/// The code of an error response that a layer or the router made, by status.
+fn code_of(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::BAD_REQUEST => "invalid_request",
+        StatusCode::UNAUTHORIZED => "unauthorized",
+        StatusCode::NOT_FOUND => "no_route",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        StatusCode::REQUEST_TIMEOUT | StatusCode::SERVICE_UNAVAILABLE => "timeout",
+        _ if status.is_server_error() => "internal",
+        _ => "invalid_request",
+    }
+}
+
+/// The longest error text of a layer kept as the message.
+const MESSAGE_LIMIT: usize = 4096;
+
+/// Gives error responses that are not JSON already (from the router, body limits,
+/// timeouts) the API's error shape, keeping their status and text.
+pub async fn uniform_errors(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/json"));
+    if status.as_u16() < 400 || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, MESSAGE_LIMIT)
+        .await
+        .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned())
+        .unwrap_or_default();
+    let message = match (status, text.is_empty()) {
+        (StatusCode::NOT_FOUND, _) => "no such route; GET /v1/openapi.json lists them".to_owned(),
+        (StatusCode::PAYLOAD_TOO_LARGE, _) => format!(
+            "the request body is over the limit of {} bytes",
+            crate::routes::MAX_BODY
+        ),
+        (_, true) => status
+            .canonical_reason()
+            .unwrap_or("request failed")
+            .to_owned(),
+        (_, false) => text,
+    };
+    let body = serde_json::json!({"error": {"code": code_of(status), "message": message}});
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(body.to_string()))
+}

@@ -1,0 +1,28 @@
+//! `agent serve`: the HTTP API of the agent runtime, a thin layer over the store
+//! and the work queue — a session created over HTTP is the same session the CLI
+//! and every worker see.
+//!
+//! - [`router`]: every route as an axum [`Router`](axum::Router), to serve or to
+//!   mount in an application of your own; [`openapi`] is its OpenAPI 3.1 document.
+//! - [`Tokens`]: the bearer tokens accepted (auth is a layer over every route
+//!   but `GET /healthz`).
+//! - [`serve`]: the router on a listener, with in-process workers, until shutdown.
+//!
+//! Routes: `POST /v1/sessions`, `GET /v1/sessions`, `GET /v1/sessions/{id}`,
+//! `GET /v1/sessions/{id}/events` (JSON or Server-Sent Events),
+//! `POST /v1/sessions/{id}/{approve,deny,cancel,resume,fork}`, `GET /metrics`,
+//! `GET /v1/openapi.json`, `GET /healthz`.
+
+mod auth;
+mod error;
+mod routes;
+mod serve;
+mod state;
+mod tail;
+
+pub use auth::{MIN_TOKEN_LEN, OPEN_PATHS, TokenError, Tokens};
+pub use error::{ApiError, ErrorBody, ErrorDetail};
+pub use routes::{KEEP_ALIVE, MAX_BODY, REQUEST_TIMEOUT, openapi, router};
+pub use serve::{ServeOptions, serve};
+pub use state::ServerState;
+pub use tail::POLL;

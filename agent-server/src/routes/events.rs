@@ -1,0 +1,213 @@
+//! `GET /v1/sessions/{id}/events`: the log as JSON, or, with `Accept:
+//! text/event-stream`, a Server-Sent Events stream of it — every event as `id:
+//! SEQ`, `event: KIND`, `data: JSON`, live as it is committed by any process,
+//! resuming after `Last-Event-ID` (or `?after=`), ending after the session's
+//! final event, with a keep-alive comment every 15 s.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::Stream;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use utoipa::{IntoParams, ToSchema};
+
+use agent::{Event, SessionState};
+
+use crate::error::{ApiError, ErrorBody};
+use crate::state::{ServerState, StreamGuard};
+use crate::tail::POLL;
+
+/// How often an idle stream sends a keep-alive comment.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The longest a stream waits without reading the log itself, in case an
+/// announcement was missed.
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// Where the events start.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Only events after this seq (for a stream, `Last-Event-ID` wins over it).
+    pub after: Option<u64>,
+}
+
+/// A session's events.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventList {
+    /// The session.
+    pub session_id: String,
+    /// Its events after `after`, in seq order.
+    #[schema(value_type = Vec<Object>)]
+    pub events: Vec<Event>,
+}
+
+/// The log as JSON, or a live Server-Sent Events stream of it.
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}/events",
+    tag = "sessions",
+    params(
+        ("id" = String, Path, description = "The session id"),
+        ("Last-Event-ID" = Option<u64>, Header, description = "Resume a stream after this seq"),
+        EventsQuery
+    ),
+    responses(
+        (status = 200, body = EventList, description = "The events (JSON), or with `Accept: text/event-stream` a stream: `id: SEQ`, `event: KIND`, `data: EVENT JSON` per event, until the final one"),
+        (status = 400, body = ErrorBody, description = "`Last-Event-ID` is not a seq"),
+        (status = 404, body = ErrorBody, description = "No session has this id")
+    )
+)]
+pub async fn events(
+    State(state): State<ServerState>,
+    Path(id): Path<String>,
+    Query(query): Query<EventsQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let wants_stream = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|value| value.contains("text/event-stream"));
+    if !wants_stream {
+        let events = state
+            .store
+            .load_after(&id, query.after.unwrap_or(0))
+            .await?;
+        return Ok(Json(EventList {
+            session_id: id,
+            events,
+        })
+        .into_response());
+    }
+    let after = match headers.get("last-event-id") {
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(|text| text.trim().parse::<u64>().ok())
+            .ok_or_else(|| ApiError::bad_request("`Last-Event-ID` must be the seq of an event"))?,
+        None => query.after.unwrap_or(0),
+    };
+    let follow = Follow::start(state, id, after).await?;
+    Ok(Sse::new(follow.into_stream())
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response())
+}
+
+/// One stream's place in a session's log.
+struct Follow {
+    state: ServerState,
+    session_id: String,
+    /// The fold of every event read, to know when the session has ended.
+    session: SessionState,
+    /// Events read and not yet sent.
+    unsent: VecDeque<Event>,
+    /// Events up to this seq are not sent (the client has them).
+    after: u64,
+    /// Whether the last event has been read (or the stream must end).
+    ended: bool,
+    changes: watch::Receiver<u64>,
+    _open: StreamGuard,
+}
+
+impl Follow {
+    async fn start(state: ServerState, session_id: String, after: u64) -> Result<Self, ApiError> {
+        let changes = state.tails.follow(&session_id, 0);
+        let events = state.store.load(&session_id).await?;
+        let session =
+            SessionState::from_events(&session_id, &events).map_err(agent::ControlError::from)?;
+        let ended = session.run_result().is_some();
+        Ok(Self {
+            _open: StreamGuard::open(&state),
+            unsent: events
+                .into_iter()
+                .filter(|event| event.seq > after)
+                .collect(),
+            state,
+            session_id,
+            session,
+            after,
+            ended,
+            changes,
+        })
+    }
+
+    fn into_stream(self) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+        futures_util::stream::unfold(self, |mut follow| async move {
+            let next = follow.next().await?;
+            Some((Ok(next), follow))
+        })
+    }
+
+    /// The next thing to send; `None` ends the stream.
+    async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(event) = self.unsent.pop_front() {
+                return Some(sse_event(&event));
+            }
+            if self.ended || self.state.shutdown.is_cancelled() {
+                return None;
+            }
+            match self
+                .state
+                .store
+                .load_after(&self.session_id, self.session.last_seq())
+                .await
+            {
+                Ok(events) if !events.is_empty() => {
+                    for event in events {
+                        if let Err(err) = self.session.apply(&event) {
+                            self.ended = true;
+                            return Some(error_event(&ApiError::from(agent::ControlError::from(
+                                err,
+                            ))));
+                        }
+                        if event.seq > self.after {
+                            self.unsent.push_back(event);
+                        }
+                    }
+                    self.ended = self.session.run_result().is_some();
+                    continue;
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    self.ended = true;
+                    return Some(error_event(&ApiError::from(err)));
+                }
+            }
+            tokio::select! {
+                changed = self.changes.changed() => {
+                    if changed.is_err() {
+                        tokio::time::sleep(POLL).await;
+                    }
+                }
+                () = tokio::time::sleep(RECHECK) => {}
+                () = self.state.shutdown.cancelled() => {}
+            }
+        }
+    }
+}
+
+/// An event of the log as an SSE event.
+fn sse_event(event: &Event) -> SseEvent {
+    let data = serde_json::to_string(event).unwrap_or_else(|err| {
+        serde_json::json!({"error": {"code": "internal", "message": err.to_string()}}).to_string()
+    });
+    SseEvent::default()
+        .id(event.seq.to_string())
+        .event(event.kind.name())
+        .data(data)
+}
+
+/// A failure that ends a stream, as an `error` event.
+fn error_event(err: &ApiError) -> SseEvent {
+    let data = serde_json::json!({"error": {"code": err.code, "message": err.message}});
+    SseEvent::default().event("error").data(data.to_string())
+}

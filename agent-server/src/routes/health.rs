@@ -1,0 +1,41 @@
+//! `GET /healthz`: whether the server can read its store; open to everyone.
+
+use axum::Json;
+use axum::extract::State;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use agent::SessionQuery;
+
+use crate::error::{ApiError, ErrorBody};
+use crate::state::ServerState;
+
+/// The server is up and its store answers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `ok`.
+    pub status: &'static str,
+}
+
+/// Whether the server and its store answer (no token needed).
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "meta",
+    security(()),
+    responses(
+        (status = 200, body = Health),
+        (status = 503, description = "The store does not answer", body = ErrorBody)
+    )
+)]
+pub async fn healthz(State(state): State<ServerState>) -> Result<Json<Health>, ApiError> {
+    state
+        .store
+        .sessions_page(&SessionQuery {
+            status: None,
+            limit: 1,
+            after: None,
+        })
+        .await?;
+    Ok(Json(Health { status: "ok" }))
+}

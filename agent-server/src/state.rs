@@ -1,0 +1,74 @@
+//! What every handler shares: the store, the accepted tokens, the directory
+//! relative paths of new sessions are taken from, the log watchers of live
+//! streams and the signal that ends them.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use agent::{Cancellation, Store};
+
+use crate::auth::Tokens;
+use crate::tail::Tails;
+
+/// The state of an API router.
+#[derive(Clone)]
+pub struct ServerState {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) tokens: Tokens,
+    pub(crate) cwd: PathBuf,
+    pub(crate) tails: Tails,
+    pub(crate) streams: Arc<AtomicU64>,
+    pub(crate) shutdown: Cancellation,
+}
+
+impl ServerState {
+    /// Serves `store` to callers with one of `tokens`. Relative paths in new
+    /// sessions (`workspace`, a `scripted:` model file, `trace`) are taken from
+    /// the process's current directory unless [`ServerState::with_cwd`] says
+    /// otherwise.
+    pub fn new(store: Arc<dyn Store>, tokens: Tokens) -> Self {
+        Self {
+            tails: Tails::new(Arc::clone(&store)),
+            store,
+            tokens,
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+            streams: Arc::default(),
+            shutdown: Cancellation::new(),
+        }
+    }
+
+    /// Relative paths of new sessions are taken from `dir`.
+    pub fn with_cwd(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = dir.into();
+        self
+    }
+
+    /// Event streams end when `shutdown` is raised (so a graceful shutdown does
+    /// not wait for followers that never leave).
+    pub fn with_shutdown(mut self, shutdown: Cancellation) -> Self {
+        self.shutdown = shutdown;
+        self
+    }
+
+    /// Event streams open now.
+    pub fn open_streams(&self) -> u64 {
+        self.streams.load(Ordering::Relaxed)
+    }
+}
+
+/// Counts an open event stream while it lives.
+pub(crate) struct StreamGuard(Arc<AtomicU64>);
+
+impl StreamGuard {
+    pub(crate) fn open(state: &ServerState) -> Self {
+        state.streams.fetch_add(1, Ordering::Relaxed);
+        Self(Arc::clone(&state.streams))
+    }
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}

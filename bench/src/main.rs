@@ -7,9 +7,11 @@
 //! cargo run --release -p bench -- resume --events 1000
 //! cargo build --release -p agent-cli && cargo run --release -p bench -- workers --store sqlite
 //! cargo build --release -p agent-cli && cargo run --release -p bench -- crash --kills 200 --seed 1
+//! cargo build --release -p agent-cli && cargo run --release -p bench -- serve --sessions 500
 //! ```
 
 mod crash;
+mod serve;
 mod workers;
 mod workload;
 
@@ -47,6 +49,9 @@ enum Command {
     /// SIGKILL `agent` processes at hundreds of aimed points, resume everything,
     /// check that no result was lost or repeated.
     Crash(crash::CrashArgs),
+    /// A real `agent serve`: sessions created and followed over HTTP per second,
+    /// and one session's events fanned out to many SSE subscribers.
+    Serve(serve::ServeArgs),
 }
 
 /// Where a benchmark's events go.
@@ -415,5 +420,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Resume(args) => resume(args).await,
         Command::Workers(args) => workers::workers(args).await,
         Command::Crash(args) => crash::crash(args).await,
+        Command::Serve(args) => serve::serve(args).await,
     }
 }

@@ -448,3 +448,47 @@ async fn without_a_token_it_refuses_the_network_and_makes_one_for_loopback() {
         "never logged again"
     );
 }
+
+/// Two servers on one PostgreSQL database are one API: a session created on one
+/// (which runs nothing) is streamed from the other, whose workers run it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_on_postgresql_share_sessions_and_streams() {
+    let Some(url) = agent_testkit::postgres::test_url() else {
+        return;
+    };
+    let database = agent_testkit::postgres::fresh_database(&url).await;
+    let front = Server::start_on(
+        scratch("serve-pg-front"),
+        database.clone(),
+        &["--workers", "0"],
+    );
+    let id = front.create(json!({"approve_tools": ["calculator"]})).await;
+    let back = Server::start_on(
+        scratch("serve-pg-back"),
+        database.clone(),
+        &["--workers", "2"],
+    );
+    let mut stream = back.stream(&id, None).await;
+    loop {
+        let event = stream
+            .next()
+            .await
+            .expect("the stream ended before the approval");
+        if event.event == "approval_requested" {
+            break;
+        }
+    }
+    let (status, decided) = front
+        .post(&format!("/v1/sessions/{id}/approve"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(stream.rest().await.last().unwrap().event, "finished");
+    let (_, session) = front.get(&format!("/v1/sessions/{id}")).await;
+    assert_eq!(
+        session["result"]["answer"],
+        "12 times 7 is 84, which is above 80."
+    );
+    let (_, page) = back.get("/v1/sessions?status=finished").await;
+    assert_eq!(page["sessions"][0]["session_id"], id.as_str());
+    assert_eq!(front.metric("agent_tool_calls_total").await, 1);
+}

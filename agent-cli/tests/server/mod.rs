@@ -36,8 +36,14 @@ impl Server {
     /// accepted and `extra` flags.
     pub fn start(name: &str, extra: &[&str]) -> Self {
         let scratch = scratch(name);
-        scratch.script("calc.json", calculator_script());
         let store = format!("sqlite://{}", scratch.path("agent.db").display());
+        Self::start_on(scratch, store, extra)
+    }
+
+    /// Starts `agent serve` in `scratch` on the store at `store`, with `TOKEN`
+    /// accepted and `extra` flags.
+    pub fn start_on(scratch: Scratch, store: String, extra: &[&str]) -> Self {
+        scratch.script("calc.json", calculator_script());
         let mut command = scratch.command();
         command
             .args(["serve", "--listen", "127.0.0.1:0", "--store", &store])

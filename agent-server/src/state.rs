@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use agent::{Cancellation, Store};
 
@@ -20,6 +21,7 @@ pub struct ServerState {
     pub(crate) tails: Tails,
     pub(crate) streams: Arc<AtomicU64>,
     pub(crate) shutdown: Cancellation,
+    pub(crate) keep_alive: Duration,
 }
 
 impl ServerState {
@@ -35,6 +37,7 @@ impl ServerState {
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
             streams: Arc::default(),
             shutdown: Cancellation::new(),
+            keep_alive: crate::routes::KEEP_ALIVE,
         }
     }
 
@@ -48,6 +51,13 @@ impl ServerState {
     /// not wait for followers that never leave).
     pub fn with_shutdown(mut self, shutdown: Cancellation) -> Self {
         self.shutdown = shutdown;
+        self
+    }
+
+    /// Idle event streams get a keep-alive comment this often (default
+    /// [`KEEP_ALIVE`](crate::KEEP_ALIVE), 15 s).
+    pub fn with_keep_alive(mut self, every: Duration) -> Self {
+        self.keep_alive = every;
         self
     }
 

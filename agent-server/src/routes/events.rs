@@ -95,9 +95,10 @@ pub async fn events(
             .ok_or_else(|| ApiError::bad_request("`Last-Event-ID` must be the seq of an event"))?,
         None => query.after.unwrap_or(0),
     };
+    let keep_alive = state.keep_alive;
     let follow = Follow::start(state, id, after).await?;
     Ok(Sse::new(follow.into_stream())
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .keep_alive(KeepAlive::new().interval(keep_alive))
         .into_response())
 }
 

@@ -1,0 +1,88 @@
+//! Event streams in process, on a memory store: keep-alive comments on an idle
+//! stream, and streams ended by the shutdown signal.
+
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent::{Append, Cancellation, Durability, Event, EventKind, MemoryStore, Store};
+use agent_server::{ServerState, Tokens, router};
+use axum::body::Body;
+use axum::http::Request;
+use futures_util::StreamExt;
+use tower::ServiceExt;
+
+const TOKEN: &str = "streams-test-token-0123456789";
+
+async fn running_session(store: &Arc<dyn Store>) -> String {
+    let id = agent::new_session_id();
+    let started = Event::new(
+        &id,
+        1,
+        EventKind::SessionStarted {
+            task: "idle".into(),
+            strategy: "react".into(),
+            config: serde_json::json!({}),
+        },
+    );
+    store
+        .append(Append::creating(std::slice::from_ref(&started), Durability::Full).unwrap())
+        .await
+        .unwrap();
+    id
+}
+
+fn stream_request(id: &str) -> Request<Body> {
+    Request::builder()
+        .uri(format!("/v1/sessions/{id}/events"))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("accept", "text/event-stream")
+        .body(Body::empty())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_idle_stream_gets_keep_alive_comments_and_ends_at_shutdown() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let id = running_session(&store).await;
+    let shutdown = Cancellation::new();
+    let state = ServerState::new(Arc::clone(&store), Tokens::new([TOKEN]).unwrap())
+        .with_keep_alive(Duration::from_millis(50))
+        .with_shutdown(shutdown.clone());
+    let response = router(state.clone())
+        .oneshot(stream_request(&id))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body().into_data_stream();
+    let first = String::from_utf8(body.next().await.unwrap().unwrap().to_vec()).unwrap();
+    assert!(first.contains("event: session_started"), "{first}");
+    assert!(first.contains("id: 1"), "{first}");
+    let mut text = String::new();
+    while !text.contains("\n\n") {
+        let chunk = tokio::time::timeout(Duration::from_secs(5), body.next())
+            .await
+            .expect("no keep-alive within 5 s")
+            .unwrap()
+            .unwrap();
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    assert!(text.starts_with(':'), "a comment, not an event: {text:?}");
+    assert_eq!(state.open_streams(), 1);
+    shutdown.cancel();
+    let rest = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(chunk) = body.next().await {
+            chunk.unwrap();
+        }
+    })
+    .await;
+    assert!(rest.is_ok(), "the stream did not end at shutdown");
+    drop(body);
+    assert_eq!(state.open_streams(), 0);
+}

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use agent::{Budgets, DEFAULT_MAX_STEPS};
+use agent_core::{Budgets, DEFAULT_MAX_STEPS};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
@@ -36,11 +36,11 @@ fn default_strategy() -> String {
 }
 
 fn default_mcp_timeout() -> f64 {
-    agent::tools::DEFAULT_MCP_TIMEOUT.as_secs_f64()
+    agent_tools::DEFAULT_MCP_TIMEOUT.as_secs_f64()
 }
 
 fn default_request_timeout() -> f64 {
-    agent::providers::DEFAULT_REQUEST_TIMEOUT.as_secs_f64()
+    agent_providers::DEFAULT_REQUEST_TIMEOUT.as_secs_f64()
 }
 
 fn default_tool_timeout() -> f64 {

@@ -6,11 +6,11 @@
 //! last waiting call of a session that went through the work queue queues it
 //! again, so a worker continues it.
 
-use agent::tools::{ArgumentValidator, BuiltinOptions, builtin_tool};
-use agent::{
+use agent_core::{
     Append, ApprovalDecision, ControlError, Durability, Event, EventKind, EventStore, RunResult,
     SessionState, Store, StoreError, decide_approval, load_state,
 };
+use agent_tools::{ArgumentValidator, BuiltinOptions, builtin_tool};
 use serde_json::Value;
 
 use crate::config::SessionConfig;
@@ -174,7 +174,7 @@ async fn load(store: &dyn EventStore, session_id: &str) -> Result<SessionState, 
     load_state(store, session_id)
         .await
         .map_err(|err| match err {
-            agent::EngineError::Store(store) => DecisionError::Store(store),
+            agent_core::EngineError::Store(store) => DecisionError::Store(store),
             other => DecisionError::Store(StoreError::Backend(other.to_string())),
         })
 }

@@ -6,12 +6,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent::layers::{Retry, RetryPolicy};
-use agent::providers::{
+use agent_core::{Event, EventStore, Layer, Model};
+use agent_layers::{Retry, RetryPolicy};
+use agent_providers::{
     ANTHROPIC_DEFAULT_BASE_URL, Anthropic, JsonText, ModelSpec, OPENAI_DEFAULT_BASE_URL, OpenAi,
     ProviderConfig, ReplayModel, ScriptedModel, is_local,
 };
-use agent::{Event, EventStore, Layer, Model};
 
 use crate::error::ConfigError;
 
@@ -57,7 +57,7 @@ pub async fn build(
 
 async fn replayed(store: &dyn EventStore, session_id: &str) -> Result<Vec<Event>, ConfigError> {
     store.load(session_id).await.map_err(|err| match err {
-        agent::StoreError::NotFound(_) => ConfigError::new(format!(
+        agent_core::StoreError::NotFound(_) => ConfigError::new(format!(
             "--model replay:{session_id}: no session with that id in this store"
         )),
         other => ConfigError::new(format!(

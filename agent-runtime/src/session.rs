@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent::strategies::{ApprovalPolicy, Hitl, PlanExecute, ReAct};
-use agent::tools::{CommandGate, DEFAULT_GATE_TIMEOUT};
-use agent::trace::{ContentMode, JsonlTrace};
-use agent::{Engine, EventSink, EventStore, ExecutionStrategy, Tool, Toolbox, WorkQueue};
+use agent_core::{Engine, EventSink, EventStore, ExecutionStrategy, Tool, Toolbox, WorkQueue};
+use agent_strategies::{ApprovalPolicy, Hitl, PlanExecute, ReAct};
+use agent_tools::{CommandGate, DEFAULT_GATE_TIMEOUT};
+use agent_trace::{ContentMode, JsonlTrace};
 
 use crate::config::SessionConfig;
 use crate::error::ConfigError;
@@ -123,7 +123,7 @@ pub enum SubmitError {
     Config(#[from] ConfigError),
     /// The session could not be recorded or queued.
     #[error(transparent)]
-    Engine(#[from] agent::EngineError),
+    Engine(#[from] agent_core::EngineError),
 }
 
 /// Records a session for `task` with `config` (checked as `agent run` checks it:
@@ -132,7 +132,7 @@ pub enum SubmitError {
 /// [`Session`] with the queue and call `engine.submit` for each.
 pub async fn submit(
     config: &SessionConfig,
-    store: Arc<dyn agent::Store>,
+    store: Arc<dyn agent_core::Store>,
     task: impl Into<String>,
 ) -> Result<String, SubmitError> {
     let options = SessionOptions {

@@ -7,11 +7,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent::layers::{BreakerPolicy, CircuitBreaker, Retry, RetryPolicy, Timeout};
-use agent::tools::{
+use agent_core::{Stack, Tool, Toolbox};
+use agent_layers::{BreakerPolicy, CircuitBreaker, Retry, RetryPolicy, Timeout};
+use agent_tools::{
     BUILTIN_TOOLS, BuiltinOptions, ChildPolicy, McpServer, ToolRegistry, builtin_tool,
 };
-use agent::{Stack, Tool, Toolbox};
 
 use crate::config::{SessionConfig, seconds_of};
 use crate::error::ConfigError;

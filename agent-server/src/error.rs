@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use agent::{ControlError, EngineError, StoreError};
+use agent_core::{ControlError, EngineError, StoreError};
 use agent_runtime::control::DecisionError;
 use agent_runtime::{ConfigError, SubmitError};
 

@@ -8,6 +8,24 @@
 //!   but `GET /healthz`).
 //! - [`serve`]: the router on a listener, with in-process workers, until shutdown.
 //!
+//! Mounted under a prefix of an application of your own (auth, limits and the
+//! error shape come with the router; the rest of your application is untouched):
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use agent_server::{ServerState, Tokens, router};
+//!
+//! let store: Arc<dyn agent_core::Store> = Arc::new(agent_core::MemoryStore::new());
+//! let api = router(ServerState::new(store, Tokens::from_list("my-token-0123456789abcdef")?));
+//! let app = axum::Router::new()
+//!     .route("/", axum::routing::get(|| async { "my application" }))
+//!     .nest("/agent", api);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! axum::serve(listener, app).await?;
+//! # Ok(()) }
+//! ```
+//!
 //! Routes: `POST /v1/sessions`, `GET /v1/sessions`, `GET /v1/sessions/{id}`,
 //! `GET /v1/sessions/{id}/events` (JSON or Server-Sent Events),
 //! `POST /v1/sessions/{id}/{approve,deny,cancel,resume,fork}`, `GET /metrics`,

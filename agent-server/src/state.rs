@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use agent::{Cancellation, Store};
+use agent_core::{Cancellation, Store};
 
 use crate::auth::Tokens;
 use crate::tail::Tails;

@@ -98,3 +98,32 @@ async fn every_documented_operation_is_routed_and_others_are_not() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], "no_route");
 }
+
+#[tokio::test]
+async fn mounted_under_a_prefix_the_api_keeps_its_auth_and_open_health() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let api = router(ServerState::new(store, Tokens::new([TOKEN]).unwrap()));
+    let app = axum::Router::new()
+        .route("/", axum::routing::get(|| async { "mine" }))
+        .nest("/agent", api);
+    let status = |path: &'static str, token: bool| {
+        let app = app.clone();
+        async move {
+            let mut request = Request::builder().uri(path);
+            if token {
+                request = request.header("authorization", format!("Bearer {TOKEN}"));
+            }
+            app.oneshot(request.body(Body::empty()).unwrap())
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(status("/", false).await, StatusCode::OK);
+    assert_eq!(status("/agent/healthz", false).await, StatusCode::OK);
+    assert_eq!(
+        status("/agent/v1/sessions", false).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(status("/agent/v1/sessions", true).await, StatusCode::OK);
+}

@@ -18,7 +18,9 @@
 //! | `postgres` | [`store::PostgresStore`], a store many processes and machines share |
 //! | `derive` (default) | `#[derive(Tool)]` ([`tools::Tool`]) |
 //! | `mcp` | tools of Model Context Protocol servers ([`tools::McpServer`]) |
-//! | `full` | everything |
+//! | `full` | everything above |
+//! | `runtime` | [`runtime`]: engines from recorded configurations, human decisions, the `Worker` |
+//! | `serve` | [`serve`]: the HTTP API of `agent serve`, as a router to mount (`agent::serve::router(state)`) |
 //!
 //! ```
 //! use std::sync::Arc;
@@ -117,6 +119,20 @@ pub mod providers {
 ))]
 pub mod strategies {
     pub use agent_strategies::*;
+}
+
+/// The runtime as a library: the recorded session configuration, the engine it
+/// describes, human decisions on stored sessions, and the workers.
+#[cfg(feature = "runtime")]
+pub mod runtime {
+    pub use agent_runtime::*;
+}
+
+/// The HTTP API of `agent serve`: [`router`](serve::router) to mount in an axum
+/// application of your own, [`serve`](serve::serve) for the whole server.
+#[cfg(feature = "serve")]
+pub mod serve {
+    pub use agent_server::*;
 }
 
 /// JSONL traces.

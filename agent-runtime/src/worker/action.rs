@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use agent::{
+use agent_core::{
     ActionClaim, Append, CallObserver, Cancellation, Durability, Event, EventKind, INTERRUPTED,
     Observation, SessionState, StoreError, Timed, Toolbox, call_result_event, load_state,
 };
@@ -36,7 +36,7 @@ impl ToolCache {
     pub(super) async fn toolbox(
         &self,
         config: &SessionConfig,
-        extra: &[Arc<dyn agent::Tool>],
+        extra: &[Arc<dyn agent_core::Tool>],
     ) -> Result<Toolbox, String> {
         let key = serde_json::json!({
             "tools": config.tools, "allow_cmd": config.allow_cmd, "mcp": config.mcp,
@@ -216,12 +216,12 @@ async fn call(
         .cloned()
         .ok_or_else(|| format!("no tool `{}` in its configuration here", call.tool_name))?;
     let observer = CallObserver::new(call);
-    let ctx = agent::ToolContext {
+    let ctx = agent_core::ToolContext {
         session_id: claim.action.session_id.clone(),
         call_id: call.id.clone(),
         attempt: claim.attempt,
         workspace: Arc::from(config.workspace.as_path()),
-        observer: Arc::clone(&observer) as Arc<dyn agent::LayerObserver>,
+        observer: Arc::clone(&observer) as Arc<dyn agent_core::LayerObserver>,
         cancel: Cancellation::new(),
     };
     let arguments = call.arguments.clone();

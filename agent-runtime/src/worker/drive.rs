@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use agent::{Drive, EngineError, EventKind, ExitReason, SessionClaim, StoreError};
+use agent_core::{Drive, EngineError, EventKind, ExitReason, SessionClaim, StoreError};
 
 use super::Shared;
 use crate::config::SessionConfig;

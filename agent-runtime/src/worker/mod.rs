@@ -19,7 +19,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent::{Cancellation, Store, Tool};
+use agent_core::{Cancellation, Store, Tool};
 use tokio::task::JoinSet;
 
 use self::action::ToolCache;

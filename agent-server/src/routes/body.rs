@@ -31,7 +31,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         let text = std::str::from_utf8(&bytes)
             .map_err(|err| ApiError::bad_request(format!("the body is not UTF-8: {err}")))?;
         let text = if text.trim().is_empty() { "{}" } else { text };
-        let value = agent::strict_json::from_str(text).map_err(|err| {
+        let value = agent_core::strict_json::from_str(text).map_err(|err| {
             ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "invalid_json",

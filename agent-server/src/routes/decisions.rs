@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use agent::{ControlError, PublicStatus, RunResult, SessionState, cancel_session, fork_session};
+use agent_core::{
+    ControlError, PublicStatus, RunResult, SessionState, cancel_session, fork_session,
+};
 use agent_runtime::control::{self, Requeued, queue_again};
 
 use super::JsonBody;

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use utoipa::{IntoParams, ToSchema};
 
-use agent::{Event, SessionState};
+use agent_core::{Event, SessionState};
 
 use crate::error::{ApiError, ErrorBody};
 use crate::state::{ServerState, StreamGuard};
@@ -122,8 +122,8 @@ impl Follow {
     async fn start(state: ServerState, session_id: String, after: u64) -> Result<Self, ApiError> {
         let changes = state.tails.follow(&session_id, 0);
         let events = state.store.load(&session_id).await?;
-        let session =
-            SessionState::from_events(&session_id, &events).map_err(agent::ControlError::from)?;
+        let session = SessionState::from_events(&session_id, &events)
+            .map_err(agent_core::ControlError::from)?;
         let ended = session.run_result().is_some();
         Ok(Self {
             _open: StreamGuard::open(&state),
@@ -166,9 +166,9 @@ impl Follow {
                     for event in events {
                         if let Err(err) = self.session.apply(&event) {
                             self.ended = true;
-                            return Some(error_event(&ApiError::from(agent::ControlError::from(
-                                err,
-                            ))));
+                            return Some(error_event(&ApiError::from(
+                                agent_core::ControlError::from(err),
+                            )));
                         }
                         if event.seq > self.after {
                             self.unsent.push_back(event);

@@ -5,7 +5,7 @@ use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use agent::SessionQuery;
+use agent_core::SessionQuery;
 
 use crate::error::{ApiError, ErrorBody};
 use crate::state::ServerState;

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
-use agent::{
+use agent_core::{
     PublicStatus, RunResult, RunUsage, SessionCursor, SessionQuery, SessionState, ToolCall,
 };
 use agent_runtime::{RunOptions, SessionConfig};
@@ -315,7 +315,8 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> Result<Json<SessionView>, ApiError> {
     let events = state.store.load(&id).await?;
-    let session = SessionState::from_events(&id, &events).map_err(agent::ControlError::from)?;
+    let session =
+        SessionState::from_events(&id, &events).map_err(agent_core::ControlError::from)?;
     Ok(Json(view(&session)))
 }
 

@@ -33,6 +33,7 @@
 
 mod auth;
 mod error;
+mod limits;
 mod routes;
 mod serve;
 mod state;

@@ -24,6 +24,7 @@ use utoipa_axum::routes;
 
 use crate::auth::require_token;
 use crate::error::uniform_errors;
+use crate::limits::refuse_oversized;
 use crate::state::ServerState;
 
 pub use self::body::JsonBody;
@@ -93,6 +94,7 @@ pub fn router(state: ServerState) -> Router {
         .with_state(state)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(RequestBodyLimitLayer::new(MAX_BODY))
+        .layer(axum::middleware::from_fn(refuse_oversized))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             REQUEST_TIMEOUT,

@@ -31,6 +31,7 @@ mod state;
 pub mod store;
 mod strategy;
 pub mod strict_json;
+pub mod telemetry;
 mod tool;
 mod types;
 
@@ -48,7 +49,7 @@ pub use guard::{Checkpoint, Deadline, Guard, GuardContext, Verdict};
 pub use history::HistoryItem;
 pub use id::new_session_id;
 pub use layer::{CircuitState, IgnoreReports, Layer, LayerObserver, RetryNotice, Stack};
-pub use model::{Model, ModelContext, ModelError, ModelRequest, ModelResponse};
+pub use model::{Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse};
 pub use queue::{
     ActionClaim, QueueView, QueuedAction, QueuedActionView, QueuedSessionView, SessionClaim,
     WorkQueue,

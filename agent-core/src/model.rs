@@ -75,6 +75,8 @@ pub struct ModelResponse {
     pub usage: Usage,
     /// Free text that came with the actions, if any.
     pub text: Option<String>,
+    /// The model that answered, as the provider reported it (for telemetry).
+    pub model: Option<String>,
 }
 
 /// Why a model call gave no usable answer.
@@ -121,6 +123,36 @@ pub trait Model: Send + Sync {
         request: &ModelRequest,
         ctx: &ModelContext,
     ) -> Result<ModelResponse, ModelError>;
+
+    /// The provider and model asked, for telemetry (`unknown` unless a model says).
+    fn identity(&self) -> ModelIdentity {
+        ModelIdentity::default()
+    }
+}
+
+/// Who a model call goes to, as telemetry names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelIdentity {
+    /// `gen_ai.provider.name`: `openai`, `anthropic`, `scripted`, …
+    pub provider: String,
+    /// `gen_ai.request.model`: the model asked for.
+    pub model: String,
+}
+
+impl ModelIdentity {
+    /// The provider and model names.
+    pub fn new(provider: impl Into<String>, model: impl Into<String>) -> Self {
+        Self {
+            provider: provider.into(),
+            model: model.into(),
+        }
+    }
+}
+
+impl Default for ModelIdentity {
+    fn default() -> Self {
+        Self::new("unknown", "unknown")
+    }
 }
 
 /// A shared model is a model, so layers can wrap an `Arc<dyn Model>`.
@@ -132,5 +164,9 @@ impl<M: Model + ?Sized> Model for Arc<M> {
         ctx: &ModelContext,
     ) -> Result<ModelResponse, ModelError> {
         (**self).complete(request, ctx).await
+    }
+
+    fn identity(&self) -> ModelIdentity {
+        (**self).identity()
     }
 }

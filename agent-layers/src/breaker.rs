@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agent_core::{
-    CircuitState, Layer, LayerObserver, Model, ModelContext, ModelError, ModelRequest,
-    ModelResponse, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    CircuitState, Layer, LayerObserver, Model, ModelContext, ModelError, ModelIdentity,
+    ModelRequest, ModelResponse, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 use async_trait::async_trait;
 use serde_json::Value;
@@ -215,6 +215,10 @@ impl Tool for BreakerService<dyn Tool> {
 
 #[async_trait]
 impl Model for BreakerService<dyn Model> {
+    fn identity(&self) -> ModelIdentity {
+        self.inner.identity()
+    }
+
     async fn complete(
         &self,
         request: &ModelRequest,

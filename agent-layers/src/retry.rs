@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use agent_core::{
-    LayerObserver, Model, ModelContext, ModelError, ModelRequest, ModelResponse, RetryNotice, Tool,
-    ToolContext, ToolError, ToolOutput, ToolSpec,
+    LayerObserver, Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse,
+    RetryNotice, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 use async_trait::async_trait;
 use backon::{ExponentialBuilder, Retryable};
@@ -153,6 +153,10 @@ impl Tool for RetryService<dyn Tool> {
 
 #[async_trait]
 impl Model for RetryService<dyn Model> {
+    fn identity(&self) -> ModelIdentity {
+        self.inner.identity()
+    }
+
     async fn complete(
         &self,
         request: &ModelRequest,

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use agent_core::{
-    Model, ModelContext, ModelError, ModelRequest, ModelResponse, Tool, ToolContext, ToolError,
-    ToolOutput, ToolSpec,
+    Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse, Tool, ToolContext,
+    ToolError, ToolOutput, ToolSpec,
 };
 use async_trait::async_trait;
 use serde_json::Value;
@@ -51,6 +51,10 @@ impl Tool for TimeoutService<dyn Tool> {
 
 #[async_trait]
 impl Model for TimeoutService<dyn Model> {
+    fn identity(&self) -> ModelIdentity {
+        self.inner.identity()
+    }
+
     async fn complete(
         &self,
         request: &ModelRequest,

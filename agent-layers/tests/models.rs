@@ -59,6 +59,7 @@ impl Model for Flaky {
                 })],
                 usage: Usage::default(),
                 text: None,
+                model: None,
             })
         }
     }

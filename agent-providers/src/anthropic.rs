@@ -29,6 +29,7 @@ pub struct Messages;
 pub type Anthropic = HttpChatModel<Messages>;
 
 impl WireFormat for Messages {
+    const PROVIDER: &'static str = "anthropic";
     const KEY_VARIABLE: &'static str = "ANTHROPIC_API_KEY";
     const PATH: &'static str = "/v1/messages";
     const HEADERS: &'static [(&'static str, &'static str)] =
@@ -208,6 +209,7 @@ pub fn parse_messages_response(
                 actions: vec![Action::Finish(Finish { answer })],
                 usage,
                 text: None,
+                model: None,
             }),
             None => Err(invalid(
                 "the response has neither tool calls nor text; call a tool or answer".into(),
@@ -218,5 +220,6 @@ pub fn parse_messages_response(
         actions,
         usage,
         text,
+        model: None,
     })
 }

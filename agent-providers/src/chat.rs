@@ -7,7 +7,7 @@
 
 use std::marker::PhantomData;
 
-use agent_core::{Model, ModelContext, ModelError, ModelRequest, ModelResponse};
+use agent_core::{Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse};
 use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
@@ -16,6 +16,8 @@ use crate::http::{HttpClient, ProviderConfig};
 
 /// How one provider's chat API is spoken.
 pub trait WireFormat: Send + Sync + 'static {
+    /// `gen_ai.provider.name` of this provider.
+    const PROVIDER: &'static str;
     /// The environment variable that holds the key, for messages.
     const KEY_VARIABLE: &'static str;
 
@@ -89,7 +91,16 @@ impl<W: WireFormat> Model for HttpChatModel<W> {
         let url = format!("{}{}", self.config.base_url, W::PATH);
         let body = W::body(&self.config.model, request);
         let (response, text) = self.http.post_json(&url, headers, &body, key).await?;
-        W::parse(&response, &text)
+        let mut parsed = W::parse(&response, &text)?;
+        parsed.model = response
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        Ok(parsed)
+    }
+
+    fn identity(&self) -> ModelIdentity {
+        ModelIdentity::new(W::PROVIDER, self.config.model.as_str())
     }
 }
 

@@ -4,7 +4,8 @@
 //! strictly as one wire-format action (a fenced ```json block is accepted).
 
 use agent_core::{
-    Action, HistoryItem, Model, ModelContext, ModelError, ModelRequest, ModelResponse,
+    Action, HistoryItem, Model, ModelContext, ModelError, ModelIdentity, ModelRequest,
+    ModelResponse,
 };
 use async_trait::async_trait;
 use serde_json::json;
@@ -100,6 +101,7 @@ impl<M: Model> Model for JsonText<M> {
                 actions,
                 usage: response.usage,
                 text: None,
+                model: response.model,
             }),
             Err(message) => Err(ModelError::InvalidOutput {
                 raw: text,
@@ -107,6 +109,10 @@ impl<M: Model> Model for JsonText<M> {
                 usage: response.usage,
             }),
         }
+    }
+
+    fn identity(&self) -> ModelIdentity {
+        self.inner.identity()
     }
 }
 

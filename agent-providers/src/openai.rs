@@ -25,6 +25,7 @@ pub struct ChatCompletions;
 pub type OpenAi = HttpChatModel<ChatCompletions>;
 
 impl WireFormat for ChatCompletions {
+    const PROVIDER: &'static str = "openai";
     const KEY_VARIABLE: &'static str = "OPENAI_API_KEY";
     const PATH: &'static str = "/chat/completions";
 
@@ -137,6 +138,7 @@ pub fn parse_chat_response(body: &Value) -> Result<ModelResponse, ModelError> {
                 actions: vec![Action::Finish(Finish { answer })],
                 usage,
                 text: None,
+                model: None,
             }),
             None => Err(invalid(
                 "the response has neither tool calls nor text; call a tool or answer".into(),
@@ -174,6 +176,7 @@ pub fn parse_chat_response(body: &Value) -> Result<ModelResponse, ModelError> {
         actions,
         usage,
         text,
+        model: None,
     })
 }
 

@@ -2,7 +2,8 @@
 //! in order, so a run can be re-executed deterministically without a provider.
 
 use agent_core::{
-    Action, Event, EventKind, Model, ModelContext, ModelError, ModelRequest, ModelResponse,
+    Action, Event, EventKind, Model, ModelContext, ModelError, ModelIdentity, ModelRequest,
+    ModelResponse,
 };
 use async_trait::async_trait;
 
@@ -38,6 +39,7 @@ impl ReplayModel {
                     actions: actions.clone(),
                     usage: *usage,
                     text: text.clone(),
+                    model: None,
                 })),
                 EventKind::ModelOutputRejected { raw, error, usage } => {
                     Some(Recorded::Rejected(ModelError::InvalidOutput {
@@ -77,6 +79,10 @@ impl ReplayModel {
 
 #[async_trait]
 impl Model for ReplayModel {
+    fn identity(&self) -> ModelIdentity {
+        ModelIdentity::new("replay", self.source.as_str())
+    }
+
     async fn complete(
         &self,
         request: &ModelRequest,

@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use agent_core::{Model, ModelContext, ModelError, ModelRequest, ModelResponse, Usage};
+use agent_core::{
+    Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse, Usage,
+};
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -127,6 +129,7 @@ impl Model for ScriptedModel {
                 actions,
                 usage: Usage::default(),
                 text: None,
+                model: Some("script".into()),
             }),
             Err(message) => Err(ModelError::InvalidOutput {
                 raw: raw.clone(),
@@ -134,6 +137,10 @@ impl Model for ScriptedModel {
                 usage: Usage::default(),
             }),
         }
+    }
+
+    fn identity(&self) -> ModelIdentity {
+        ModelIdentity::new("scripted", "script")
     }
 }
 

@@ -93,7 +93,8 @@ impl Session {
             .tools(toolbox.clone())
             .budgets(config.budgets())
             .workspace(config.workspace.clone())
-            .max_output_tokens(Some(config.max_output_tokens));
+            .max_output_tokens(Some(config.max_output_tokens))
+            .record_content(config.trace_content == "full");
         if let Some(queue) = options.queue {
             builder = builder.queue(queue);
         }

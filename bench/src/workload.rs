@@ -107,6 +107,7 @@ impl Model for WorkloadModel {
             actions: vec![action],
             usage: Usage::default(),
             text: None,
+            model: None,
         })
     }
 }

@@ -10,6 +10,7 @@ use crate::event::{Event, EventKind};
 use crate::snapshot::{load_state, snapshot_of};
 use crate::state::StateError;
 use crate::store::{Append, Durability, StoreError};
+use crate::telemetry;
 
 impl Driver<'_> {
     /// Applies a new event to the state and queues it for the next commit. An event
@@ -40,6 +41,7 @@ impl Driver<'_> {
         );
         event.at = timed.at;
         self.state.apply(&event)?;
+        log_event(&event);
         self.unflushed.push(event);
         self.unflushed_steps.push(self.state.steps_used());
         Ok(())
@@ -128,5 +130,46 @@ impl Driver<'_> {
         self.work = Default::default();
         self.needs_recovery = true;
         Ok(())
+    }
+}
+
+/// Says on the `tracing` log what an event records: retries and breaker
+/// transitions as warnings (the metrics count them), every event at debug.
+fn log_event(event: &Event) {
+    match &event.kind {
+        EventKind::ModelRetried {
+            attempt,
+            error,
+            delay_ms,
+        } => tracing::warn!(
+            target: telemetry::RETRY_TARGET,
+            kind = "model",
+            attempt,
+            delay_ms,
+            error = error.as_str(),
+            "model call retried"
+        ),
+        EventKind::ActionAttemptFailed {
+            tool_name,
+            attempt,
+            error,
+            delay_ms,
+            ..
+        } => tracing::warn!(
+            target: telemetry::RETRY_TARGET,
+            kind = "tool",
+            tool = tool_name.as_str(),
+            attempt,
+            delay_ms,
+            error = error.as_str(),
+            "tool call retried"
+        ),
+        EventKind::CircuitChanged { tool_name, state } => tracing::warn!(
+            target: telemetry::CIRCUIT_TARGET,
+            tool = tool_name.as_str(),
+            state = ?state,
+            "circuit breaker changed state"
+        ),
+        kind => tracing::debug!(seq = event.seq, kind = kind.name(), "event recorded"),
     }
 }

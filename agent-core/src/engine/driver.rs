@@ -20,6 +20,8 @@ use crate::result::ExitReason;
 use crate::state::SessionState;
 use crate::store::Durability;
 use crate::strategy::Decision;
+use crate::telemetry;
+use tracing::Instrument;
 
 /// How a bounded wait ended.
 pub(super) enum Bounded<T> {
@@ -119,8 +121,43 @@ impl<'e> Driver<'e> {
     }
 
     /// Decides and performs until the session ends or waits for a human, or (with
-    /// the work queue) until its tool calls are in the queue.
-    pub(super) async fn drive(mut self) -> Result<Drive, EngineError> {
+    /// the work queue) until its tool calls are in the queue, inside the run's
+    /// `invoke_agent` span.
+    pub(super) async fn drive(self) -> Result<Drive, EngineError> {
+        let span = telemetry::run_span(
+            self.state.session_id(),
+            self.engine.strategy.name(),
+            &self.engine.model.identity(),
+        );
+        let outcome = self.drive_loop().instrument(span.clone()).await;
+        match &outcome {
+            Ok(Drive::Stopped(result)) => {
+                span.record("agent.exit_reason", result.exit_reason.as_str());
+                if !matches!(
+                    result.exit_reason,
+                    ExitReason::Finished | ExitReason::AwaitingApproval
+                ) {
+                    let message = result
+                        .error
+                        .as_deref()
+                        .unwrap_or(result.exit_reason.as_str());
+                    telemetry::record_error(&span, result.exit_reason.as_str(), message);
+                }
+                tracing::info!(parent: &span, exit_reason = result.exit_reason.as_str(), steps = result.steps_used, "run ended");
+            }
+            Ok(Drive::Parked) => {
+                span.record("agent.exit_reason", "parked");
+                tracing::debug!(parent: &span, "run parked: its tool calls are in the work queue");
+            }
+            Err(err) => {
+                telemetry::record_error(&span, "engine_error", &err.to_string());
+                tracing::warn!(parent: &span, error = %err, "run stopped by an engine error");
+            }
+        }
+        outcome
+    }
+
+    async fn drive_loop(mut self) -> Result<Drive, EngineError> {
         loop {
             if let Some(result) = self
                 .state

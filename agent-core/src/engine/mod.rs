@@ -77,6 +77,7 @@ pub struct Engine {
     guards: Vec<Arc<dyn Guard>>,
     workspace: Arc<Path>,
     max_output_tokens: Option<u32>,
+    record_content: bool,
     lease_ttl: Duration,
     lease_renewal: Duration,
     snapshot_every: Option<u64>,
@@ -136,6 +137,13 @@ impl EngineBuilder {
     /// Root of every file-touching tool (default: the current directory).
     pub fn workspace(mut self, workspace: impl Into<PathBuf>) -> Self {
         self.engine.workspace = Arc::from(workspace.into());
+        self
+    }
+
+    /// Whether telemetry spans carry message content — the model's input and
+    /// output, tool arguments and results (default: no; `--trace-content full`).
+    pub fn record_content(mut self, record: bool) -> Self {
+        self.engine.record_content = record;
         self
     }
 
@@ -221,6 +229,7 @@ impl Engine {
                 guards: Vec::new(),
                 workspace: Arc::from(PathBuf::from(".")),
                 max_output_tokens: None,
+                record_content: false,
                 lease_ttl: DEFAULT_LEASE_TTL,
                 lease_renewal: DEFAULT_LEASE_RENEWAL,
                 snapshot_every: Some(DEFAULT_SNAPSHOT_EVERY),

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::driver::{Driver, internal_failure};
+use super::driver::{Bounded, Driver, internal_failure};
 use super::reports::{ModelReports, Reports};
 use crate::cancel::Cancellation;
 use crate::error::EngineError;
@@ -17,7 +17,9 @@ use crate::result::ExitReason;
 use crate::state::Status;
 use crate::store::Durability;
 use crate::strategy::ModelCall;
+use crate::telemetry;
 use crate::types::Action;
+use tracing::{Instrument, Span};
 
 impl Driver<'_> {
     pub(super) async fn call_model(&mut self, call: ModelCall) -> Result<(), EngineError> {
@@ -44,11 +46,22 @@ impl Driver<'_> {
             observer: Arc::new(ModelReports(Arc::clone(&reports))),
             cancel: Cancellation::new(),
         };
+        let span = telemetry::chat_span(self.state.session_id(), step, &engine.model.identity());
+        if engine.record_content {
+            let input = serde_json::json!({"task": &request.task, "history": &*request.history});
+            span.record("gen_ai.input.messages", input.to_string());
+        }
         let outcome = self
             .bounds
-            .wait(engine.model.complete(&request, &ctx))
+            .wait(
+                engine
+                    .model
+                    .complete(&request, &ctx)
+                    .instrument(span.clone()),
+            )
             .await;
         ctx.cancel.cancel();
+        record_chat(&span, &outcome, engine.record_content);
         let Some(outcome) = self.settle(outcome).await? else {
             return Ok(());
         };
@@ -123,5 +136,40 @@ impl Driver<'_> {
             candidate = format!("{base}_{suffix}");
         }
         candidate
+    }
+}
+
+/// Records what a model call gave on its span: tokens and the answering model,
+/// or the error.
+fn record_chat(span: &Span, outcome: &Bounded<Result<ModelResponse, ModelError>>, content: bool) {
+    match outcome {
+        Bounded::Done(Ok(response)) => {
+            span.record("gen_ai.usage.input_tokens", response.usage.input_tokens);
+            span.record("gen_ai.usage.output_tokens", response.usage.output_tokens);
+            if let Some(model) = &response.model {
+                span.record("gen_ai.response.model", model.as_str());
+            }
+            if content {
+                let output = serde_json::to_string(&response.actions).unwrap_or_default();
+                span.record("gen_ai.output.messages", output);
+            }
+        }
+        Bounded::Done(Err(err)) => {
+            if let ModelError::InvalidOutput { usage, .. } = err {
+                span.record("gen_ai.usage.input_tokens", usage.input_tokens);
+                span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+            }
+            let kind = match err {
+                ModelError::InvalidOutput { .. } => "invalid_output",
+                ModelError::Transient { .. } => "transient",
+                ModelError::Fatal { .. } => "fatal",
+                ModelError::Internal { .. } => "internal",
+            };
+            telemetry::record_error(span, kind, &err.to_string());
+        }
+        Bounded::TimedOut => telemetry::record_error(span, "timeout", "a budget's deadline passed"),
+        Bounded::Interrupted => {
+            telemetry::record_error(span, "interrupted", "the session's log moved under the run");
+        }
     }
 }

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use super::driver::{Driver, internal_failure};
 use crate::call::{CallObserver, call_result_event};
@@ -18,6 +19,7 @@ use crate::guard::Checkpoint;
 use crate::queue::QueuedAction;
 use crate::state::Status;
 use crate::store::Durability;
+use crate::telemetry;
 use crate::tool::{Tool, ToolContext};
 use crate::types::{Observation, ToolCall};
 
@@ -190,8 +192,11 @@ impl Driver<'_> {
                 cancel: cancel.clone(),
             };
             let arguments = call.arguments.clone();
-            let handle = running.spawn(async move { tool.call(arguments, &ctx).await });
-            calls_by_task.insert(handle.id(), (call, observer));
+            let span =
+                telemetry::tool_span(self.state.session_id(), &call, self.engine.record_content);
+            let handle = running
+                .spawn(async move { tool.call(arguments, &ctx).await }.instrument(span.clone()));
+            calls_by_task.insert(handle.id(), (call, observer, span));
         }
         while !running.is_empty() {
             let joined = self.bounds.wait(running.join_next_with_id()).await;
@@ -206,13 +211,14 @@ impl Driver<'_> {
                 Ok((task_id, outcome)) => (task_id, Ok(outcome)),
                 Err(err) => (err.id(), Err(err)),
             };
-            let Some((call, observer)) = calls_by_task.remove(&task_id) else {
+            let Some((call, observer, span)) = calls_by_task.remove(&task_id) else {
                 continue;
             };
             for report in observer.take() {
                 self.record_timed(report)?;
             }
             let kind = call_result_event(&call, outcome);
+            telemetry::record_tool_outcome(&span, &kind, self.engine.record_content);
             self.record(kind)?;
             if self.state.status().is_terminal() {
                 cancel.cancel();

@@ -9,11 +9,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use agent_core::telemetry;
 use agent_core::{
     ActionClaim, Append, CallObserver, Cancellation, Durability, Event, EventKind, INTERRUPTED,
     Observation, SessionState, StoreError, Timed, Toolbox, call_result_event, load_state,
 };
 use tokio::sync::Mutex;
+use tracing::Instrument;
 
 use super::Shared;
 use super::drive::BROKEN_BACKOFF;
@@ -228,11 +230,15 @@ async fn call(
     // In a set of its own, so that a worker that gives up on the call (its drain
     // ran out) stops the tool too.
     let mut running = tokio::task::JoinSet::new();
-    running.spawn(async move { tool.call(arguments, &ctx).await });
+    let content = config.trace_content == "full";
+    let span = telemetry::tool_span(&claim.action.session_id, call, content);
+    running.spawn(async move { tool.call(arguments, &ctx).await }.instrument(span.clone()));
     let Some(outcome) = running.join_next().await else {
         return Err("the call's task vanished".into());
     };
     let mut events = observer.take();
-    events.push(Timed::now(call_result_event(call, outcome)));
+    let result = call_result_event(call, outcome);
+    telemetry::record_tool_outcome(&span, &result, content);
+    events.push(Timed::now(result));
     Ok(events)
 }

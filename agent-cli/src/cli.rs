@@ -11,6 +11,43 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// Log lines on stderr: `text`, or `json` (one object per line, with
+    /// session_id, trace_id and span_id).
+    #[arg(long, global = true, value_name = "FORMAT", env = "AGENT_LOG_FORMAT", value_parser = ["text", "json"])]
+    pub log_format: Option<String>,
+    /// Which log lines: a level (error, warn, info, debug, trace) or RUST_LOG
+    /// directives (default: RUST_LOG, else warn).
+    #[arg(long, global = true, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+    /// Export spans and metrics over OTLP/HTTP (protobuf) to this endpoint, such as
+    /// http://127.0.0.1:4318; the service is named by OTEL_SERVICE_NAME (default agent).
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "OTEL_EXPORTER_OTLP_ENDPOINT"
+    )]
+    pub otlp_endpoint: Option<String>,
+}
+
+impl Cli {
+    /// The telemetry these flags (and the environment) ask for.
+    pub fn telemetry(&self) -> agent::trace::telemetry::TelemetryConfig {
+        use agent::trace::telemetry::{LogFormat, TelemetryConfig};
+        TelemetryConfig {
+            log_format: match self.log_format.as_deref() {
+                Some("json") => LogFormat::Json,
+                _ => LogFormat::Text,
+            },
+            log_filter: self.log_level.clone().or_else(|| {
+                std::env::var("RUST_LOG")
+                    .ok()
+                    .filter(|filter| !filter.is_empty())
+            }),
+            otlp_endpoint: self.otlp_endpoint.clone().filter(|url| !url.is_empty()),
+            service_name: None,
+        }
+    }
 }
 
 /// The commands of `agent`.

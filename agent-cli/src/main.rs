@@ -12,6 +12,7 @@ mod store;
 
 use std::process::ExitCode;
 
+use agent::trace::telemetry::Telemetry;
 use clap::Parser;
 
 use crate::cli::{Cli, Command, TraceCommand};
@@ -20,15 +21,27 @@ use crate::error::CliError;
 fn main() -> ExitCode {
     agent::tools::exec_confined_if_asked();
     let cli = Cli::parse();
+    let telemetry = match Telemetry::install(&cli.telemetry()) {
+        Ok(telemetry) => telemetry,
+        Err(err) => {
+            eprintln!("agent: {err}");
+            return ExitCode::from(2);
+        }
+    };
     let code = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
-        Ok(runtime) => runtime.block_on(execute(cli)),
+        Ok(runtime) => {
+            let code = runtime.block_on(execute(cli));
+            drop(runtime);
+            code
+        }
         Err(err) => Err(CliError::Internal(format!(
             "cannot start the async runtime: {err}"
         ))),
     };
+    telemetry.shutdown();
     match code {
         Ok(code) => ExitCode::from(code),
         Err(err) => {

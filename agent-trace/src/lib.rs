@@ -11,6 +11,7 @@ mod jsonl;
 mod lines;
 mod show;
 mod summary;
+pub mod telemetry;
 
 pub use describe::describe;
 pub use jsonl::JsonlTrace;

@@ -18,7 +18,7 @@ use crate::state::Status;
 use crate::store::Durability;
 use crate::strategy::ModelCall;
 use crate::telemetry;
-use crate::types::Action;
+use crate::types::{Action, Usage};
 use tracing::{Instrument, Span};
 
 impl Driver<'_> {
@@ -144,8 +144,7 @@ impl Driver<'_> {
 fn record_chat(span: &Span, outcome: &Bounded<Result<ModelResponse, ModelError>>, content: bool) {
     match outcome {
         Bounded::Done(Ok(response)) => {
-            span.record("gen_ai.usage.input_tokens", response.usage.input_tokens);
-            span.record("gen_ai.usage.output_tokens", response.usage.output_tokens);
+            record_usage(span, response.usage);
             if let Some(model) = &response.model {
                 span.record("gen_ai.response.model", model.as_str());
             }
@@ -156,8 +155,7 @@ fn record_chat(span: &Span, outcome: &Bounded<Result<ModelResponse, ModelError>>
         }
         Bounded::Done(Err(err)) => {
             if let ModelError::InvalidOutput { usage, .. } = err {
-                span.record("gen_ai.usage.input_tokens", usage.input_tokens);
-                span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+                record_usage(span, *usage);
             }
             let kind = match err {
                 ModelError::InvalidOutput { .. } => "invalid_output",
@@ -172,4 +170,11 @@ fn record_chat(span: &Span, outcome: &Bounded<Result<ModelResponse, ModelError>>
             telemetry::record_error(span, "interrupted", "the session's log moved under the run");
         }
     }
+}
+
+/// Token counts on a span, as the signed integers OpenTelemetry attributes hold.
+fn record_usage(span: &Span, usage: Usage) {
+    let signed = |tokens: u64| i64::try_from(tokens).unwrap_or(i64::MAX);
+    span.record("gen_ai.usage.input_tokens", signed(usage.input_tokens));
+    span.record("gen_ai.usage.output_tokens", signed(usage.output_tokens));
 }

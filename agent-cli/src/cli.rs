@@ -95,6 +95,26 @@ pub enum TraceCommand {
         /// The trace file.
         file: PathBuf,
     },
+    /// Per run and per tool: calls, errors, retries, latency p50/p95/max, tokens,
+    /// model calls, wall time, steps to finish — of a trace file or a stored session.
+    Stats(TraceStatsArgs),
+}
+
+/// `agent trace stats FILE | --session ID [--json]`
+#[derive(Debug, Args)]
+pub struct TraceStatsArgs {
+    /// A JSONL trace file.
+    #[arg(required_unless_present = "session", conflicts_with = "session")]
+    pub file: Option<PathBuf>,
+    /// A stored session instead of a file.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Print a JSON array, one object per run.
+    #[arg(long)]
+    pub json: bool,
+    /// Where sessions are stored.
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// Where sessions are stored.

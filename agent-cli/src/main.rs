@@ -69,5 +69,8 @@ async fn execute(cli: Cli) -> Result<u8, CliError> {
         Command::Trace {
             command: TraceCommand::Show { file },
         } => commands::trace::show(&file),
+        Command::Trace {
+            command: TraceCommand::Stats(args),
+        } => commands::trace::stats(args).await,
     }
 }

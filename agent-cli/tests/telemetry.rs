@@ -320,3 +320,38 @@ fn json_log_lines_parse_and_name_their_session() {
         "{lines:?}"
     );
 }
+
+/// `agent trace stats` gives the same figures from the trace file and from the
+/// stored session.
+#[test]
+fn trace_stats_of_a_file_and_of_the_store_agree() {
+    let scratch = scratch("trace-stats");
+    let script = scratch.script("s.json", script());
+    let output = scratch
+        .command()
+        .args(["run", "What is 12 times 7?", "--json", "--tools", "calculator"])
+        .args(["--model", &format!("scripted:{}", script.display())])
+        .args(["--trace", "t.jsonl"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let session = result["session_id"].as_str().unwrap();
+    let of_file = scratch.run(&["trace", "stats", "t.jsonl", "--json"]);
+    let of_store = scratch.run(&["trace", "stats", "--session", session, "--json"]);
+    let (of_file, of_store): (Value, Value) = (
+        serde_json::from_slice(&of_file.stdout).unwrap(),
+        serde_json::from_slice(&of_store.stdout).unwrap(),
+    );
+    let run = &of_file[0];
+    assert_eq!(run["run_id"], session);
+    assert_eq!(run["exit_reason"], "finished");
+    assert_eq!(run["steps_to_finish"], 3);
+    assert_eq!(run["model_calls"], 3);
+    assert_eq!(run["tools"]["calculator"]["calls"], 2);
+    assert_eq!(run["tools"]["calculator"]["errors"], 1);
+    assert_eq!(of_file, of_store);
+    let table = scratch.run(&["trace", "stats", "t.jsonl"]);
+    let table = String::from_utf8(table.stdout).unwrap();
+    assert!(table.contains("calculator") && table.contains("p95 ms"), "{table}");
+}

@@ -10,6 +10,7 @@ mod describe;
 mod jsonl;
 mod lines;
 mod show;
+mod stats;
 mod summary;
 pub mod telemetry;
 
@@ -17,4 +18,5 @@ pub use describe::describe;
 pub use jsonl::JsonlTrace;
 pub use lines::trace_lines;
 pub use show::{ShowReport, render, show};
+pub use stats::{RunStats, ToolStats, lines_of_events, stats};
 pub use summary::{ContentMode, UnknownContentMode, summarize};

@@ -159,6 +159,9 @@ pub struct WaitArgs {
     /// Print exactly one JSON RunResult on stdout and nothing else.
     #[arg(long)]
     pub json: bool,
+    /// No live status line on stderr.
+    #[arg(long)]
+    pub quiet: bool,
     /// Where sessions are stored.
     #[command(flatten)]
     pub store: StoreArgs,
@@ -371,6 +374,9 @@ pub struct RunFlags {
     /// Print exactly one JSON RunResult on stdout and nothing else.
     #[arg(long)]
     pub json: bool,
+    /// No live status line on stderr (it is shown only on a terminal anyway).
+    #[arg(long)]
+    pub quiet: bool,
     /// Where sessions are stored.
     #[command(flatten)]
     pub store: StoreArgs,

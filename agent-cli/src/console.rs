@@ -9,10 +9,13 @@ use agent::{Event, EventKind, EventSink, ExitReason, RunResult, SinkError};
 
 use crate::error::CliError;
 use crate::output::{print_json, print_line};
+use crate::progress::Progress;
 
-/// Prints committed events for a person, on stdout.
-#[derive(Debug, Default)]
-pub struct Console;
+/// Prints committed events for a person, on stdout (around the status line, if any).
+#[derive(Default)]
+pub struct Console {
+    progress: Option<Arc<Progress>>,
+}
 
 impl EventSink for Console {
     fn publish(&self, event: &Event, step: u32) -> Result<(), SinkError> {
@@ -35,13 +38,17 @@ impl EventSink for Console {
             kind @ EventKind::ActionCompleted { .. } => format!("         <- {}", describe(kind)),
             kind => format!("         {}", describe(kind)),
         };
-        print_line(&text).map_err(|err| SinkError(format!("cannot write to stdout: {err}")))
+        let printed = match &self.progress {
+            Some(progress) => progress.suspend(|| print_line(&text)),
+            None => print_line(&text),
+        };
+        printed.map_err(|err| SinkError(format!("cannot write to stdout: {err}")))
     }
 }
 
-/// The console sink, unless output is JSON.
-pub fn console(json: bool) -> Option<Arc<dyn EventSink>> {
-    (!json).then(|| Arc::new(Console) as Arc<dyn EventSink>)
+/// The console sink, unless output is JSON, printing around `progress`'s line.
+pub fn console(json: bool, progress: Option<Arc<Progress>>) -> Option<Arc<dyn EventSink>> {
+    (!json).then(|| Arc::new(Console { progress }) as Arc<dyn EventSink>)
 }
 
 /// Prints a RunResult (one JSON value with `--json`, a readable summary without)

@@ -8,6 +8,7 @@ mod console;
 mod error;
 mod interrupt;
 mod output;
+mod progress;
 mod store;
 
 use std::process::ExitCode;

@@ -329,7 +329,13 @@ fn trace_stats_of_a_file_and_of_the_store_agree() {
     let script = scratch.script("s.json", script());
     let output = scratch
         .command()
-        .args(["run", "What is 12 times 7?", "--json", "--tools", "calculator"])
+        .args([
+            "run",
+            "What is 12 times 7?",
+            "--json",
+            "--tools",
+            "calculator",
+        ])
         .args(["--model", &format!("scripted:{}", script.display())])
         .args(["--trace", "t.jsonl"])
         .output()
@@ -353,5 +359,39 @@ fn trace_stats_of_a_file_and_of_the_store_agree() {
     assert_eq!(of_file, of_store);
     let table = scratch.run(&["trace", "stats", "t.jsonl"]);
     let table = String::from_utf8(table.stdout).unwrap();
-    assert!(table.contains("calculator") && table.contains("p95 ms"), "{table}");
+    assert!(
+        table.contains("calculator") && table.contains("p95 ms"),
+        "{table}"
+    );
+}
+
+/// On a terminal, `agent run` shows a live status line on stderr — the step and
+/// the tool it waits for — and `--quiet` or `--json` turn it off (util-linux
+/// `script` gives the run a terminal).
+#[test]
+fn a_terminal_gets_a_live_status_line_unless_quiet() {
+    let scratch = scratch("progress");
+    scratch.script(
+        "s.json",
+        json!([
+            {"type": "tool_call", "tool_name": "sleep", "arguments": {"seconds": 0.5}},
+            {"type": "finish", "answer": "ok"}
+        ]),
+    );
+    let agent = env!("CARGO_BIN_EXE_agent");
+    let on_terminal = |extra: &str| {
+        let line = format!("{agent} run x --model scripted:s.json --tools sleep {extra}");
+        let output = scratch
+            .command_named("script")
+            .args(["-q", "-c", &line, "/dev/null"])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let shown = on_terminal("");
+    assert!(shown.contains("running sleep"), "{shown}");
+    assert!(shown.contains("step 1"), "{shown}");
+    assert!(!on_terminal("--quiet").contains("running sleep"));
+    assert!(!on_terminal("--json").contains("running sleep"));
 }

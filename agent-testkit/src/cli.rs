@@ -53,13 +53,26 @@ impl Scratch {
 
     /// A `Command` for the binary, run in this directory with a clean environment.
     pub fn command(&self) -> Command {
-        let mut command = Command::new(&self.binary);
-        command
-            .current_dir(&self.dir)
-            .env_remove("RUST_LOG")
-            .env_remove("AGENT_STORE")
-            .env_remove("AGENT_API_TOKENS")
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT");
+        self.cleaned(Command::new(&self.binary))
+    }
+
+    /// A `Command` for another program (a terminal wrapper, say), run in this
+    /// directory with the same clean environment.
+    pub fn command_named(&self, program: &str) -> Command {
+        self.cleaned(Command::new(program))
+    }
+
+    fn cleaned(&self, mut command: Command) -> Command {
+        command.current_dir(&self.dir);
+        for variable in [
+            "RUST_LOG",
+            "AGENT_STORE",
+            "AGENT_API_TOKENS",
+            "AGENT_LOG_FORMAT",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+        ] {
+            command.env_remove(variable);
+        }
         command
     }
 

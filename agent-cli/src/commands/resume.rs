@@ -54,12 +54,16 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
         SessionConfig::resolve(&args.flags.options(), Some(&recorded), &current_dir()?)?;
     crate::confinement::note(&mut config, args.flags.json);
     let mut stops = StopSignals::listen()?;
-    let session = Session::open(&config, store.clone(), sinks(args.flags.json)).await?;
+    let (options, progress) = sinks(args.flags.json, args.flags.quiet);
+    let session = Session::open(&config, store.clone(), options).await?;
     let outcome = tokio::select! {
         outcome = session.engine.resume(&args.session_id) => Ok(outcome),
         stop = stops.next() => Err(stop),
     };
     session.shutdown().await;
+    if let Some(progress) = progress {
+        progress.finish();
+    }
     match outcome {
         Ok(outcome) => report(&outcome?, args.flags.json),
         Err(stop) => Ok(report_stop(stop, store.as_ref(), &args.session_id).await),

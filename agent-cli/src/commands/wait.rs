@@ -7,8 +7,11 @@ use std::time::Duration;
 use agent::SessionState;
 
 use crate::cli::WaitArgs;
+use agent::EventSink;
+
 use crate::console::{console, report};
 use crate::error::{CliError, inconsistent};
+use crate::progress::Progress;
 use crate::store;
 
 /// How often the log is read for new events.
@@ -17,7 +20,8 @@ const POLL: Duration = Duration::from_millis(100);
 /// Waits for the session; returns the exit code of its RunResult.
 pub async fn wait(args: WaitArgs) -> Result<u8, CliError> {
     let store = store::open_for(&args.store.store, &args.session_id).await?;
-    let console = console(args.json);
+    let progress = Progress::start(args.json, args.quiet);
+    let console = console(args.json, progress.clone());
     let deadline = args
         .timeout
         .map(|secs| tokio::time::Instant::now() + Duration::from_secs_f64(secs));
@@ -31,8 +35,16 @@ pub async fn wait(args: WaitArgs) -> Result<u8, CliError> {
                     .publish(event, state.steps_used())
                     .map_err(|err| CliError::Internal(err.to_string()))?;
             }
+            if let Some(progress) = &progress {
+                progress
+                    .publish(event, state.steps_used())
+                    .map_err(|err| CliError::Internal(err.to_string()))?;
+            }
         }
         if let Some(result) = state.run_result().or_else(|| state.awaiting_result()) {
+            if let Some(progress) = &progress {
+                progress.finish();
+            }
             return report(&result, args.json);
         }
         if deadline.is_some_and(|deadline| tokio::time::Instant::now() >= deadline) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite. Installs what the tests need that cargo does not fetch —
 # Node.js's MCP reference server, @modelcontextprotocol/server-everything 2026.8.31,
-# under target/npm, and PostgreSQL from Debian's packages when it is missing —
-# starts a throw-away PostgreSQL cluster (unless AGENT_TEST_POSTGRES_URL names a
+# under target/npm, the rotel OpenTelemetry collector (PyPI) under target/rotel,
+# and PostgreSQL from Debian's packages when it is missing — starts a throw-away PostgreSQL cluster (unless AGENT_TEST_POSTGRES_URL names a
 # server already), then runs every test of every crate with every feature.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +15,16 @@ if [[ ! -x target/npm/node_modules/.bin/mcp-server-everything ]]; then
     npm install --prefix target/npm --no-audit --no-fund --silent @modelcontextprotocol/server-everything@2026.8.31
 fi
 export PATH="$PWD/target/npm/node_modules/.bin:$PATH"
+
+# The rotel OpenTelemetry collector (from PyPI) for the test that sends spans
+# through a real collector.
+if [[ ! -x target/rotel/rotel/rotel-agent ]]; then
+    if ! command -v python3 >/dev/null; then
+        apt-get update -qq && apt-get install -y -qq python3 python3-pip
+    fi
+    python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --target target/rotel rotel==0.0.1a15
+fi
+export AGENT_TEST_ROTEL="$PWD/target/rotel/rotel/rotel-agent"
 
 if [[ -z "${AGENT_TEST_POSTGRES_URL:-}" ]]; then
     pg_dir=$(mktemp -d "${TMPDIR:-/tmp}/agent-test-pg.XXXXXX")

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::routing::post;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -32,49 +33,72 @@ struct Received {
     metrics: Vec<String>,
 }
 
+/// A request body, gunzipped when its `Content-Encoding` says gzip (as
+/// collectors send).
+fn inflated(headers: &HeaderMap, body: Bytes) -> Bytes {
+    if headers
+        .get("content-encoding")
+        .is_some_and(|value| value == "gzip")
+    {
+        let mut plain = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&body[..]), &mut plain)
+            .unwrap();
+        Bytes::from(plain)
+    } else {
+        body
+    }
+}
+
 /// An OTLP/HTTP receiver on a free loopback port; its base URL.
 async fn receiver() -> (String, Arc<Mutex<Received>>) {
     let received = Arc::new(Mutex::new(Received::default()));
-    let app = axum::Router::new()
-        .route(
-            "/v1/traces",
-            post(
-                |State(received): State<Arc<Mutex<Received>>>, body: Bytes| async move {
-                    let request = ExportTraceServiceRequest::decode(body).unwrap();
-                    let mut received = received.lock().unwrap();
-                    for resource in request.resource_spans {
-                        for scope in resource.scope_spans {
-                            received.spans.extend(scope.spans);
+    let app =
+        axum::Router::new()
+            .route(
+                "/v1/traces",
+                post(
+                    |State(received): State<Arc<Mutex<Received>>>,
+                     headers: HeaderMap,
+                     body: Bytes| async move {
+                        let request =
+                            ExportTraceServiceRequest::decode(inflated(&headers, body)).unwrap();
+                        let mut received = received.lock().unwrap();
+                        for resource in request.resource_spans {
+                            for scope in resource.scope_spans {
+                                received.spans.extend(scope.spans);
+                            }
                         }
-                    }
-                    (
-                        [("content-type", "application/x-protobuf")],
-                        Vec::<u8>::new(),
-                    )
-                },
-            ),
-        )
-        .route(
-            "/v1/metrics",
-            post(
-                |State(received): State<Arc<Mutex<Received>>>, body: Bytes| async move {
-                    let request = ExportMetricsServiceRequest::decode(body).unwrap();
-                    let mut received = received.lock().unwrap();
-                    for resource in request.resource_metrics {
-                        for scope in resource.scope_metrics {
-                            received
-                                .metrics
-                                .extend(scope.metrics.into_iter().map(|m| m.name));
+                        (
+                            [("content-type", "application/x-protobuf")],
+                            Vec::<u8>::new(),
+                        )
+                    },
+                ),
+            )
+            .route(
+                "/v1/metrics",
+                post(
+                    |State(received): State<Arc<Mutex<Received>>>,
+                     headers: HeaderMap,
+                     body: Bytes| async move {
+                        let request =
+                            ExportMetricsServiceRequest::decode(inflated(&headers, body)).unwrap();
+                        let mut received = received.lock().unwrap();
+                        for resource in request.resource_metrics {
+                            for scope in resource.scope_metrics {
+                                received
+                                    .metrics
+                                    .extend(scope.metrics.into_iter().map(|m| m.name));
+                            }
                         }
-                    }
-                    (
-                        [("content-type", "application/x-protobuf")],
-                        Vec::<u8>::new(),
-                    )
-                },
-            ),
-        )
-        .with_state(Arc::clone(&received));
+                        (
+                            [("content-type", "application/x-protobuf")],
+                            Vec::<u8>::new(),
+                        )
+                    },
+                ),
+            )
+            .with_state(Arc::clone(&received));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -394,4 +418,86 @@ fn a_terminal_gets_a_live_status_line_unless_quiet() {
     assert!(shown.contains("step 1"), "{shown}");
     assert!(!on_terminal("--quiet").contains("running sleep"));
     assert!(!on_terminal("--json").contains("running sleep"));
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Through a real collector: the rotel collector (from PyPI; `AGENT_TEST_ROTEL`
+/// names its binary) receives the run's OTLP and forwards it to the receiver.
+/// Skipped without it on a developer's machine, a failure in CI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_pass_through_the_rotel_collector() {
+    let Some(rotel) = std::env::var_os("AGENT_TEST_ROTEL") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must set AGENT_TEST_ROTEL to the rotel collector's binary"
+        );
+        eprintln!("skipped: AGENT_TEST_ROTEL is not set");
+        return;
+    };
+    let (endpoint, received) = receiver().await;
+    let (http, grpc) = (free_port(), free_port());
+    let scratch = scratch("otel-rotel");
+    let mut collector = scratch
+        .command_named(rotel.to_str().unwrap())
+        .args([
+            "start",
+            "--otlp-http-endpoint",
+            &format!("127.0.0.1:{http}"),
+        ])
+        .args(["--otlp-grpc-endpoint", &format!("127.0.0.1:{grpc}")])
+        .args(["--exporter", "otlp", "--otlp-exporter-protocol", "http"])
+        .args(["--otlp-exporter-endpoint", &endpoint])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", http)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "rotel did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let script = scratch.script("s.json", script());
+    let output = scratch
+        .command()
+        .args([
+            "run",
+            "What is 12 times 7?",
+            "--json",
+            "--tools",
+            "calculator",
+        ])
+        .args(["--model", &format!("scripted:{}", script.display())])
+        .args(["--otlp-endpoint", &format!("http://127.0.0.1:{http}")])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let started = std::time::Instant::now();
+    loop {
+        {
+            let received = received.lock().unwrap();
+            let names: Vec<&str> = received.spans.iter().map(|s| s.name.as_str()).collect();
+            if names.contains(&"invoke_agent react")
+                && names.contains(&"chat script")
+                && names.contains(&"execute_tool calculator")
+            {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the collector forwarded only {names:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    crate::common::kill_hard(&mut collector);
 }

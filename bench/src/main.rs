@@ -109,6 +109,12 @@ struct RunArgs {
     /// Print `ack SESSION SEQ KIND` on stdout for every committed event.
     #[arg(long)]
     ack_log: bool,
+    /// Install the CLI's telemetry subscriber (logs at warn, spans kept for them).
+    #[arg(long)]
+    telemetry: bool,
+    /// Also export spans and metrics over OTLP/HTTP to this endpoint.
+    #[arg(long, value_name = "URL")]
+    otlp_endpoint: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -270,6 +276,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         "version": env!("CARGO_PKG_VERSION"),
         "store": args.store.name(),
         "durability": "full",
+        "telemetry": match (&args.otlp_endpoint, args.telemetry) {
+            (Some(_), _) => "otlp",
+            (None, true) => "subscriber",
+            (None, false) => "none",
+        },
         "concurrency": args.concurrency,
         "sessions": args.sessions,
         "tool_steps": args.tool_steps,
@@ -413,9 +424,32 @@ async fn resume(args: ResumeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let telemetry = match &cli.command {
+        Command::Run(args) if args.telemetry || args.otlp_endpoint.is_some() => {
+            Some(agent::trace::telemetry::Telemetry::install(
+                &agent::trace::telemetry::TelemetryConfig {
+                    otlp_endpoint: args.otlp_endpoint.clone(),
+                    ..Default::default()
+                },
+            )?)
+        }
+        _ => None,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let outcome = runtime.block_on(execute(cli));
+    drop(runtime);
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown();
+    }
+    outcome
+}
+
+async fn execute(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
         Command::Run(args) => run(args).await,
         Command::Resume(args) => resume(args).await,
         Command::Workers(args) => workers::workers(args).await,

@@ -113,6 +113,8 @@ impl Telemetry {
                 "this build has no OpenTelemetry export (feature `otel`)".into(),
             ));
         }
+        // Runtime spans are only kept when something reads them (JSON lines name
+        // their session, exporters send them): otherwise a span costs nothing.
         let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
         let mut layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> =
             vec![match config.log_format {
@@ -126,12 +128,12 @@ impl Telemetry {
                     .boxed(),
             }];
         #[cfg(feature = "otel")]
-        match &export {
-            Some(export) => layers.extend(export.layers()),
-            None => layers.push(TelemetryLayer::without_metrics().boxed()),
+        if let Some(export) = &export {
+            layers.extend(export.layers());
         }
-        #[cfg(not(feature = "otel"))]
-        layers.push(TelemetryLayer::without_metrics().boxed());
+        if !exported && config.log_format == LogFormat::Json {
+            layers.push(TelemetryLayer::without_metrics().boxed());
+        }
         tracing::subscriber::set_global_default(Registry::default().with(layers))
             .map_err(|_| TelemetryError::AlreadySet)?;
         Ok(Self {

@@ -86,6 +86,11 @@ impl HttpClient {
             .await
             .map_err(|err| self.transport_error(url, &err, &redact))?;
         let status = response.status();
+        tracing::debug!(
+            url = redact(url.to_owned()).as_str(),
+            status = status.as_u16(),
+            "provider answered"
+        );
         let retry_after = retry_after(response.headers());
         let text = response
             .text()

@@ -77,6 +77,12 @@ async fn access_log(log: WorkerLog, request: Request, next: Next) -> Response {
     let line = format!("{} {}", request.method(), request.uri().path());
     let started = Instant::now();
     let response = next.run(request).await;
+    tracing::info!(
+        request = line.as_str(),
+        status = response.status().as_u16(),
+        ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "http request"
+    );
     log(&format!(
         "http: {line} -> {} in {} ms",
         response.status().as_u16(),

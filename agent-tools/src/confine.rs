@@ -145,6 +145,7 @@ impl ChildPolicy {
     ) -> Result<tokio::process::Command, String> {
         let temp = self.temp_dir()?;
         let launcher = self.inner.launcher.as_ref().filter(|_| confined);
+        tracing::debug!(program, confined = launcher.is_some(), "starting a program");
         let mut command = match launcher {
             Some(launcher) => {
                 let mut command = tokio::process::Command::new(launcher);

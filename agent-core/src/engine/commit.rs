@@ -134,14 +134,14 @@ impl Driver<'_> {
 }
 
 /// Says on the `tracing` log what an event records: retries and breaker
-/// transitions as warnings (the metrics count them), every event at debug.
+/// transitions at info (the metrics count them), every other event at debug.
 fn log_event(event: &Event) {
     match &event.kind {
         EventKind::ModelRetried {
             attempt,
             error,
             delay_ms,
-        } => tracing::warn!(
+        } => tracing::info!(
             target: telemetry::RETRY_TARGET,
             kind = "model",
             attempt,
@@ -155,7 +155,7 @@ fn log_event(event: &Event) {
             error,
             delay_ms,
             ..
-        } => tracing::warn!(
+        } => tracing::info!(
             target: telemetry::RETRY_TARGET,
             kind = "tool",
             tool = tool_name.as_str(),
@@ -164,7 +164,7 @@ fn log_event(event: &Event) {
             error = error.as_str(),
             "tool call retried"
         ),
-        EventKind::CircuitChanged { tool_name, state } => tracing::warn!(
+        EventKind::CircuitChanged { tool_name, state } => tracing::info!(
             target: telemetry::CIRCUIT_TARGET,
             tool = tool_name.as_str(),
             state = ?state,

@@ -151,7 +151,7 @@ impl<'e> Driver<'e> {
             }
             Err(err) => {
                 telemetry::record_error(&span, "engine_error", &err.to_string());
-                tracing::warn!(parent: &span, error = %err, "run stopped by an engine error");
+                tracing::info!(parent: &span, error = %err, "run stopped by an engine error");
             }
         }
         outcome

@@ -161,6 +161,7 @@ struct Shared {
 
 impl Shared {
     fn say(&self, line: &str) {
+        tracing::debug!(worker = self.name.as_str(), "{line}");
         (self.log)(&format!("worker {}: {line}", self.name));
     }
 

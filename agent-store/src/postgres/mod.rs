@@ -294,6 +294,13 @@ fn event_of(session_id: &str, row: &Row) -> Result<Event, StoreError> {
 impl EventLog for PostgresStore {
     async fn append(&self, append: Append<'_>) -> Result<(), StoreError> {
         check_batch(append.session_id, append.expected_seq, append.events)?;
+        tracing::debug!(
+            session_id = append.session_id,
+            after = append.expected_seq,
+            events = append.events.len(),
+            durability = ?append.durability,
+            "postgres append"
+        );
         let (reply, answer) = oneshot::channel();
         let gone = || StoreError::Backend(format!("the writers of {} stopped", self.target));
         self.queue

@@ -231,6 +231,13 @@ pub(super) fn sql_error(err: rusqlite::Error) -> StoreError {
 impl EventLog for SqliteStore {
     async fn append(&self, append: Append<'_>) -> Result<(), StoreError> {
         check_batch(append.session_id, append.expected_seq, append.events)?;
+        tracing::debug!(
+            session_id = append.session_id,
+            after = append.expected_seq,
+            events = append.events.len(),
+            durability = ?append.durability,
+            "sqlite append"
+        );
         let (reply, answer) = oneshot::channel();
         let job = Job::Append(AppendJob {
             session_id: append.session_id.to_owned(),

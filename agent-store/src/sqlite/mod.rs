@@ -80,7 +80,7 @@ impl SqliteStore {
     }
 
     fn open_with(path: &Path, extra: OpenFlags) -> Result<Self, OpenError> {
-        let mut writer = connect(path, extra)?;
+        let mut writer = connect(path, extra).map_err(|err| unwritable_or(path, err))?;
         migrate(&mut writer)?;
         let reader = connect(path, OpenFlags::empty())?;
         let stats = Arc::new(CommitStats::default());
@@ -159,6 +159,21 @@ impl SqliteStore {
         })
         .await
         .map_err(|err| StoreError::Backend(format!("store reader failed: {err}")))?
+    }
+}
+
+/// `err`, or — when the file exists but cannot be opened for writing (a
+/// read-only file system, no permission; SQLite then only says it cannot open
+/// it) — the reason it cannot be written.
+fn unwritable_or(path: &Path, err: OpenError) -> OpenError {
+    if !matches!(err, OpenError::Unreadable(_)) || !path.exists() {
+        return err;
+    }
+    match std::fs::OpenOptions::new().append(true).open(path) {
+        Err(io) => OpenError::Unreadable(format!(
+            "the store cannot be written: {io}; free space or fix its permissions, then resume"
+        )),
+        Ok(_) => err,
     }
 }
 

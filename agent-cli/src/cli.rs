@@ -307,7 +307,9 @@ pub struct DenyArgs {
 #[derive(Debug, Args)]
 pub struct RunFlags {
     /// The model: `scripted:FILE`, `replay:SESSION_ID`, `openai:MODEL[@BASE_URL]`,
-    /// `anthropic:MODEL[@BASE_URL]` or `json:<spec>`; keys come from the environment.
+    /// `anthropic:MODEL[@BASE_URL]`, `local[:FILE.gguf][?ctx=N&…]` (a GGUF model run
+    /// in this process; `local` is the one `agent model pull` fetches) or
+    /// `json:<spec>`; keys come from the environment.
     #[arg(long, value_name = "SPEC")]
     pub model: Option<String>,
     /// How the session runs: `react` (default) or `plan-execute`.
@@ -365,6 +367,16 @@ pub struct RunFlags {
     /// Retries of a failed call of an idempotent or MCP tool (default 2).
     #[arg(long, value_name = "N")]
     pub tool_retries: Option<u32>,
+    /// Run a call again even when an identical earlier call of an idempotent
+    /// tool already returned (by default it gets that result back instead).
+    #[arg(long)]
+    pub allow_repeated_calls: bool,
+    /// CPU threads of a local model (default 2).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub threads: Option<u32>,
+    /// Sampling temperature of a local model, 0 to 2 (default 0: greedy, deterministic).
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f32>,
     /// Append a JSONL trace of the run to FILE.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
@@ -405,6 +417,9 @@ impl RunFlags {
             request_timeout_secs: self.request_timeout,
             tool_timeout_secs: self.tool_timeout,
             tool_retries: self.tool_retries,
+            allow_repeated_calls: self.allow_repeated_calls.then_some(true),
+            threads: self.threads,
+            temperature: self.temperature,
             trace: self.trace.clone(),
             trace_content: self.trace_content.clone(),
         }

@@ -195,6 +195,17 @@ pub enum EventKind {
         /// What was wrong.
         reason: String,
     },
+    /// A dispatched call repeats an earlier successful call of an idempotent
+    /// tool (same tool, same arguments); it is not run, and its observation,
+    /// recorded next, quotes the earlier result.
+    RepeatedCallAnswered {
+        /// The repeating call.
+        call_id: String,
+        /// Its tool.
+        tool_name: String,
+        /// The earlier call whose result it got.
+        earlier_call_id: String,
+    },
     /// A completion gate refused the proposed finish; the model gets the reason.
     FinishRejected {
         /// The answer that was proposed.
@@ -264,6 +275,7 @@ impl EventKind {
             Self::ApprovalDecided { .. } => "approval_decided",
             Self::Strategy { .. } => "strategy",
             Self::ResponseRefused { .. } => "response_refused",
+            Self::RepeatedCallAnswered { .. } => "repeated_call_answered",
             Self::FinishRejected { .. } => "finish_rejected",
             Self::Finished { .. } => "finished",
             Self::Resumed { .. } => "resumed",

@@ -26,6 +26,12 @@ impl<M> JsonText<M> {
     }
 }
 
+/// What a text model is told about ending: small models otherwise call the same
+/// tool again after seeing its result.
+const ANSWER_RULE: &str = "A tool result arrives as a user message starting with `Result of`. \
+Once the results you have answer the task, reply {\"type\":\"finish\",\"answer\":TEXT} with the \
+answer in words, using those results. Never repeat a call whose result you already have.";
+
 /// The request the inner model sees: tools described in text, history as text.
 pub fn text_request(request: &ModelRequest) -> ModelRequest {
     let tools: Vec<_> = request
@@ -34,7 +40,7 @@ pub fn text_request(request: &ModelRequest) -> ModelRequest {
         .map(|tool| json!({"name": tool.name, "description": tool.description, "arguments_schema": tool.input_schema}))
         .collect();
     let instructions = format!(
-        "{}\n\nYou have these tools (JSON):\n{}\n\nEach reply must be exactly one JSON object and nothing else; {WIRE_FORMAT_HINT}.",
+        "{}\n\nYou have these tools (JSON):\n{}\n\nEach reply must be exactly one JSON object and nothing else; {WIRE_FORMAT_HINT}.\n{ANSWER_RULE}",
         request.instructions,
         serde_json::Value::Array(tools)
     );
@@ -84,6 +90,12 @@ fn unfence(text: &str) -> &str {
     }
 }
 
+/// The actions in a text answer: the whole text, or its first fenced block,
+/// parsed strictly as the wire format.
+pub(crate) fn parse_text_actions(text: &str, step: u32) -> Result<Vec<Action>, String> {
+    parse_actions(unfence(text), step)
+}
+
 #[async_trait]
 impl<M: Model> Model for JsonText<M> {
     async fn complete(
@@ -96,7 +108,7 @@ impl<M: Model> Model for JsonText<M> {
             [Action::Finish(finish)] => finish.answer.clone(),
             _ => return Ok(response),
         };
-        match parse_actions(unfence(&text), ctx.step) {
+        match parse_text_actions(&text, ctx.step) {
             Ok(actions) => Ok(ModelResponse {
                 actions,
                 usage: response.usage,

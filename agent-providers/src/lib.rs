@@ -2,6 +2,7 @@
 //!
 //! - [`ModelSpec`]: the `--model` forms.
 //! - [`wire`]: the strict JSON action format shared by text-based models.
+//! - [`grammar`]: a GBNF grammar admitting only that format for given tools.
 //! - [`JsonText`]: that format in plain text, for models without tool calling.
 //! - `openai` (feature `openai`): [`OpenAi`], Chat Completions and compatible servers.
 //! - `anthropic` (feature `anthropic`): [`Anthropic`], the Messages API.
@@ -9,8 +10,11 @@
 //!   a [`WireFormat`]. Retries, timeouts and breakers are layers
 //!   (`agent-layers`), the same ones tools use.
 //! - `scripted` (feature `scripted`): [`ScriptedModel`], answers written in advance.
+//! - `local` (feature `local`): [`LocalModel`], a GGUF model run in this process by
+//!   llama.cpp, its output constrained by the action grammar.
 //! - `replay` (feature `replay`): [`ReplayModel`], the responses of a recorded session.
 
+pub mod grammar;
 mod json_text;
 mod spec;
 pub mod wire;
@@ -21,6 +25,8 @@ mod anthropic;
 mod chat;
 #[cfg(feature = "http")]
 mod http;
+#[cfg(feature = "local")]
+mod local;
 #[cfg(feature = "openai")]
 mod openai;
 #[cfg(feature = "replay")]
@@ -38,6 +44,8 @@ pub use chat::{HttpChatModel, WireFormat};
 #[cfg(feature = "http")]
 pub use http::{DEFAULT_REQUEST_TIMEOUT, HttpClient, ProviderConfig, is_local};
 pub use json_text::{JsonText, text_request};
+#[cfg(feature = "local")]
+pub use local::{LocalModel, check_model_file};
 #[cfg(feature = "openai")]
 pub use openai::{
     ChatCompletions, OPENAI_DEFAULT_BASE_URL, OpenAi, chat_request, parse_chat_response,
@@ -46,4 +54,4 @@ pub use openai::{
 pub use replay::ReplayModel;
 #[cfg(feature = "scripted")]
 pub use scripted::{ScriptError, ScriptedModel};
-pub use spec::{BadModelSpec, ModelSpec};
+pub use spec::{BadModelSpec, DEFAULT_LOCAL_MODEL_FILE, LocalOptions, ModelSpec};

@@ -117,6 +117,11 @@ pub struct SessionConfig {
     /// Retries of a failed call of an idempotent or MCP tool.
     #[serde(default = "default_tool_retries")]
     pub tool_retries: u32,
+    /// Whether a call identical to an earlier successful call of an idempotent
+    /// tool runs again (`--allow-repeated-calls`); by default it is answered
+    /// with the earlier result and a request to finish or change course.
+    #[serde(default)]
+    pub allow_repeated_calls: bool,
     /// Trace file (absolute), if any.
     #[serde(default)]
     pub trace: Option<PathBuf>,
@@ -181,6 +186,12 @@ pub struct RunOptions {
     pub tool_timeout_secs: Option<f64>,
     /// `--tool-retries`.
     pub tool_retries: Option<u32>,
+    /// `--allow-repeated-calls`.
+    pub allow_repeated_calls: Option<bool>,
+    /// `--threads`: CPU threads of a local model (folded into its spec).
+    pub threads: Option<u32>,
+    /// `--temperature`: sampling temperature of a local model (folded into its spec).
+    pub temperature: Option<f32>,
     /// `--trace`.
     pub trace: Option<PathBuf>,
     /// `--trace-content`: `summary` or `full`.
@@ -206,6 +217,7 @@ impl SessionConfig {
                 ));
             }
         };
+        let model = crate::model::with_local_options(&model, options.threads, options.temperature)?;
         let base = recorded.cloned().unwrap_or_else(|| Self::defaults(cwd));
         let workspace = match &options.workspace {
             Some(dir) => absolute_dir(&cwd.join(dir))?,
@@ -253,6 +265,9 @@ impl SessionConfig {
                 .unwrap_or(base.request_timeout_secs),
             tool_timeout_secs: options.tool_timeout_secs.unwrap_or(base.tool_timeout_secs),
             tool_retries: options.tool_retries.unwrap_or(base.tool_retries),
+            allow_repeated_calls: options
+                .allow_repeated_calls
+                .unwrap_or(base.allow_repeated_calls),
             trace,
             trace_content: options
                 .trace_content
@@ -286,6 +301,7 @@ impl SessionConfig {
             request_timeout_secs: default_request_timeout(),
             tool_timeout_secs: default_tool_timeout(),
             tool_retries: DEFAULT_TOOL_RETRIES,
+            allow_repeated_calls: false,
             trace: None,
             trace_content: default_trace_content(),
             confinement: None,

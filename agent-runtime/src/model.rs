@@ -1,6 +1,7 @@
 //! From a `--model` spec to a model: scripted files, replays of stored sessions,
 //! OpenAI-compatible and Anthropic servers (keys from the environment only, every
-//! provider behind the retry layer), and the JSON-text adapter.
+//! provider behind the retry layer), the JSON-text adapter, and GGUF models run
+//! in-process by llama.cpp (feature `local`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,17 +10,64 @@ use std::time::Duration;
 use agent_core::{Event, EventStore, Layer, Model};
 use agent_layers::{Retry, RetryPolicy};
 use agent_providers::{
-    ANTHROPIC_DEFAULT_BASE_URL, Anthropic, JsonText, ModelSpec, OPENAI_DEFAULT_BASE_URL, OpenAi,
-    ProviderConfig, ReplayModel, ScriptedModel, is_local,
+    ANTHROPIC_DEFAULT_BASE_URL, Anthropic, DEFAULT_LOCAL_MODEL_FILE, JsonText, ModelSpec,
+    OPENAI_DEFAULT_BASE_URL, OpenAi, ProviderConfig, ReplayModel, ScriptedModel, is_local,
 };
 
 use crate::error::ConfigError;
 
-/// The spec as it is recorded: checked, with a script path made absolute
-/// (relative to `cwd`).
+/// Where local models live, relative to the directory a command runs in.
+pub const LOCAL_MODELS_DIR: &str = ".agent/models";
+
+/// The spec as it is recorded: checked, with a script or model path made
+/// absolute (relative to `cwd`), and `local` naming the default model file.
 pub fn normalise(spec: &str, cwd: &Path) -> Result<String, ConfigError> {
-    let parsed = ModelSpec::parse(spec).map_err(|err| ConfigError::new(err.to_string()))?;
+    let parsed = parse(spec)?;
     Ok(absolute(parsed, cwd)?.to_string())
+}
+
+/// The default local model file for commands run in `cwd`.
+pub fn default_local_model(cwd: &Path) -> std::path::PathBuf {
+    cwd.join(LOCAL_MODELS_DIR).join(DEFAULT_LOCAL_MODEL_FILE)
+}
+
+/// `spec` with `--threads` / `--temperature` folded in; they apply only to
+/// local models.
+pub fn with_local_options(
+    spec: &str,
+    threads: Option<u32>,
+    temperature: Option<f32>,
+) -> Result<String, ConfigError> {
+    if threads.is_none() && temperature.is_none() {
+        return Ok(spec.to_owned());
+    }
+    let ModelSpec::Local { path, mut options } = parse(spec)? else {
+        return Err(ConfigError::new(format!(
+            "--threads and --temperature apply only to local models (--model local…), not to `{spec}`"
+        )));
+    };
+    if let Some(threads) = threads {
+        if threads == 0 {
+            return Err(ConfigError::new("--threads must be at least 1"));
+        }
+        options.threads = threads;
+    }
+    if let Some(temperature) = temperature {
+        if !(temperature.is_finite() && (0.0..=2.0).contains(&temperature)) {
+            return Err(ConfigError::new(format!(
+                "--temperature takes a number from 0 to 2, not {temperature}"
+            )));
+        }
+        options.temperature = temperature;
+    }
+    Ok(ModelSpec::Local { path, options }.to_string())
+}
+
+fn parse(spec: &str) -> Result<ModelSpec, ConfigError> {
+    ModelSpec::parse(spec).map_err(|err| match ModelSpec::local_options_error(spec) {
+        Some(reason) => ConfigError::new(format!("--model `{spec}`: {reason}")),
+        None => ConfigError::new(err.to_string()),
+    })
 }
 
 fn absolute(spec: ModelSpec, cwd: &Path) -> Result<ModelSpec, ConfigError> {
@@ -33,6 +81,18 @@ fn absolute(spec: ModelSpec, cwd: &Path) -> Result<ModelSpec, ConfigError> {
             })
         }
         ModelSpec::JsonText(inner) => Ok(ModelSpec::JsonText(Box::new(absolute(*inner, cwd)?))),
+        ModelSpec::Local { path, options } => {
+            let file = match path {
+                Some(path) => std::path::absolute(cwd.join(&path)).map_err(|err| {
+                    ConfigError::new(format!("--model: bad model path `{path}`: {err}"))
+                })?,
+                None => default_local_model(cwd),
+            };
+            Ok(ModelSpec::Local {
+                path: Some(file.display().to_string()),
+                options,
+            })
+        }
         other => Ok(other),
     }
 }
@@ -43,7 +103,7 @@ pub async fn build(
     store: &dyn EventStore,
     request_timeout: Duration,
 ) -> Result<Arc<dyn Model>, ConfigError> {
-    let spec = ModelSpec::parse(spec).map_err(|err| ConfigError::new(err.to_string()))?;
+    let spec = parse(spec)?;
     let recorded = match &spec {
         ModelSpec::Replay { session_id } => Some(replayed(store, session_id).await?),
         ModelSpec::JsonText(inner) => match inner.as_ref() {
@@ -106,7 +166,34 @@ fn instantiate(
         ModelSpec::JsonText(inner) => {
             Arc::new(JsonText::new(instantiate(inner, recorded, timeout)?))
         }
+        ModelSpec::Local { path, options } => local(spec, path.as_deref(), *options)?,
     })
+}
+
+#[cfg(feature = "local")]
+fn local(
+    spec: &ModelSpec,
+    path: Option<&str>,
+    options: agent_providers::LocalOptions,
+) -> Result<Arc<dyn Model>, ConfigError> {
+    let file = match path {
+        Some(path) => std::path::PathBuf::from(path),
+        None => default_local_model(&std::env::current_dir().unwrap_or_default()),
+    };
+    let model = agent_providers::LocalModel::new(file, options)
+        .map_err(|err| ConfigError::new(format!("--model {spec}: {err}")))?;
+    Ok(Arc::new(model))
+}
+
+#[cfg(not(feature = "local"))]
+fn local(
+    spec: &ModelSpec,
+    _path: Option<&str>,
+    _options: agent_providers::LocalOptions,
+) -> Result<Arc<dyn Model>, ConfigError> {
+    Err(ConfigError::new(format!(
+        "--model {spec}: this build has no local models; build agent-runtime with its `local` feature"
+    )))
 }
 
 /// A provider behind the retry layer.

@@ -94,7 +94,8 @@ impl Session {
             .budgets(config.budgets())
             .workspace(config.workspace.clone())
             .max_output_tokens(Some(config.max_output_tokens))
-            .record_content(config.trace_content == "full");
+            .record_content(config.trace_content == "full")
+            .refuse_repeated_calls(!config.allow_repeated_calls);
         if let Some(queue) = options.queue {
             builder = builder.queue(queue);
         }

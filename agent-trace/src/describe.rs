@@ -45,6 +45,13 @@ pub fn describe(kind: &EventKind) -> String {
             delay_ms,
             ..
         } => format!("retry {attempt} of {tool_name} [{call_id}] in {delay_ms} ms: {error}"),
+        EventKind::RepeatedCallAnswered {
+            call_id,
+            tool_name,
+            earlier_call_id,
+        } => format!(
+            "{tool_name} [{call_id}] repeats [{earlier_call_id}]: not run again, its result sent back"
+        ),
         EventKind::CircuitChanged { tool_name, state } => {
             format!("circuit of {tool_name} is now {state:?}")
         }

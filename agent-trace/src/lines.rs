@@ -88,6 +88,14 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
             "retry",
             json!({"target": tool_name, "call_id": call_id, "attempt": attempt, "error": error, "delay_ms": delay_ms}),
         )],
+        EventKind::RepeatedCallAnswered {
+            call_id,
+            tool_name,
+            earlier_call_id,
+        } => vec![line(
+            "repeated_call",
+            json!({"call_id": call_id, "tool_name": tool_name, "earlier_call_id": earlier_call_id}),
+        )],
         EventKind::CircuitChanged { tool_name, state } => vec![line(
             "circuit_changed",
             json!({"tool_name": tool_name, "state": state}),

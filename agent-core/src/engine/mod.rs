@@ -29,6 +29,7 @@ mod commit;
 mod driver;
 mod lease;
 mod model_step;
+mod repeat;
 mod reports;
 mod tool_step;
 mod work_step;
@@ -78,6 +79,7 @@ pub struct Engine {
     workspace: Arc<Path>,
     max_output_tokens: Option<u32>,
     record_content: bool,
+    refuse_repeats: bool,
     lease_ttl: Duration,
     lease_renewal: Duration,
     snapshot_every: Option<u64>,
@@ -144,6 +146,15 @@ impl EngineBuilder {
     /// output, tool arguments and results (default: no; `--trace-content full`).
     pub fn record_content(mut self, record: bool) -> Self {
         self.engine.record_content = record;
+        self
+    }
+
+    /// Whether a call identical to an earlier successful call of an idempotent
+    /// tool (same tool, same arguments) is answered with that earlier result
+    /// and a request to finish or change course, instead of being run again
+    /// (default: yes).
+    pub fn refuse_repeated_calls(mut self, refuse: bool) -> Self {
+        self.engine.refuse_repeats = refuse;
         self
     }
 
@@ -230,6 +241,7 @@ impl Engine {
                 workspace: Arc::from(PathBuf::from(".")),
                 max_output_tokens: None,
                 record_content: false,
+                refuse_repeats: true,
                 lease_ttl: DEFAULT_LEASE_TTL,
                 lease_renewal: DEFAULT_LEASE_RENEWAL,
                 snapshot_every: Some(DEFAULT_SNAPSHOT_EVERY),

@@ -11,6 +11,7 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use super::driver::{Driver, internal_failure};
+use super::repeat::{earlier_result, repeat_message};
 use crate::call::{CallObserver, call_result_event};
 use crate::cancel::Cancellation;
 use crate::error::EngineError;
@@ -49,7 +50,8 @@ impl Driver<'_> {
         for call in &calls {
             self.record(EventKind::ActionDispatched { call: call.clone() })?;
         }
-        if self.state.status() != Status::ActionExecuting {
+        let calls = self.answer_repeats(calls)?;
+        if self.state.status() != Status::ActionExecuting || calls.is_empty() {
             return Ok(());
         }
         let durability = if calls.iter().all(|call| self.is_idempotent(call)) {
@@ -230,6 +232,39 @@ impl Driver<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Completes the calls that repeat an earlier successful call of an
+    /// idempotent tool with a reminder of its result; returns the others.
+    fn answer_repeats(&mut self, calls: Vec<ToolCall>) -> Result<Vec<ToolCall>, EngineError> {
+        if !self.engine.refuse_repeats {
+            return Ok(calls);
+        }
+        let mut others = Vec::with_capacity(calls.len());
+        for call in calls {
+            let idempotent = self.tool(&call).is_some_and(|tool| tool.spec().idempotent);
+            let repeat = idempotent
+                .then(|| earlier_result(self.state.history(), &call))
+                .flatten()
+                .map(|(earlier, result)| {
+                    (earlier.to_owned(), repeat_message(&call, earlier, result))
+                });
+            match repeat {
+                Some((earlier_call_id, message)) => {
+                    tracing::info!(tool = %call.tool_name, call_id = %call.id, earlier = %earlier_call_id, "repeated call answered from the history");
+                    self.record(EventKind::RepeatedCallAnswered {
+                        call_id: call.id.clone(),
+                        tool_name: call.tool_name.clone(),
+                        earlier_call_id,
+                    })?;
+                    self.record(EventKind::ActionCompleted {
+                        observation: Observation::error(&call, message),
+                    })?;
+                }
+                None => others.push(call),
+            }
+        }
+        Ok(others)
     }
 
     fn unknown_tool_message(&self, name: &str) -> String {

@@ -99,6 +99,16 @@ impl SessionState {
                 self.in_flight(call_id).ok_or_else(|| unexpected(call_id))?;
             }
             EventKind::CircuitChanged { .. } => require(self.status == Status::ActionExecuting)?,
+            EventKind::RepeatedCallAnswered { call_id, .. } => {
+                require(self.status == Status::ActionExecuting)?;
+                if !self
+                    .turn
+                    .iter()
+                    .any(|pending| &pending.call.id == call_id && pending.dispatched)
+                {
+                    return Err(unexpected(call_id));
+                }
+            }
             EventKind::ActionCompleted { observation } => {
                 require(self.status == Status::ActionExecuting)?;
                 let pending = self

@@ -67,6 +67,13 @@ pub struct CreateSession {
     pub tool_timeout_secs: Option<f64>,
     /// Retries of a failed call of an idempotent or MCP tool (default 2).
     pub tool_retries: Option<u32>,
+    /// Run a call again even when an identical earlier call of an idempotent
+    /// tool already returned (default false: it gets that result back).
+    pub allow_repeated_calls: Option<bool>,
+    /// CPU threads of a local model (default 2).
+    pub threads: Option<u32>,
+    /// Sampling temperature of a local model, 0 to 2 (default 0).
+    pub temperature: Option<f32>,
     /// A JSONL trace file on the server.
     #[schema(value_type = Option<String>)]
     pub trace: Option<PathBuf>,
@@ -97,6 +104,9 @@ impl CreateSession {
             request_timeout_secs: self.request_timeout_secs,
             tool_timeout_secs: self.tool_timeout_secs,
             tool_retries: self.tool_retries,
+            allow_repeated_calls: self.allow_repeated_calls,
+            threads: self.threads,
+            temperature: self.temperature,
             trace: self.trace,
             trace_content: self.trace_content,
         };

@@ -1,0 +1,118 @@
+//! The repeated-call guard: a call identical to an earlier one (same tool, same
+//! arguments) of an idempotent tool whose successful result is already in the
+//! history is not run again. Its observation quotes the earlier result and asks
+//! the model to finish or change course, so a small model that keeps repeating
+//! itself is steered instead of burning its step budget.
+
+use crate::history::HistoryItem;
+use crate::types::ToolCall;
+
+/// The longest part of an earlier result quoted back, in characters.
+const QUOTED_CHARS: usize = 2000;
+
+/// The id and result of the latest earlier successful call identical to `call`.
+pub(super) fn earlier_result<'a>(
+    history: &'a [HistoryItem],
+    call: &ToolCall,
+) -> Option<(&'a str, &'a str)> {
+    let mut identical: Vec<&str> = Vec::new();
+    let mut found = None;
+    for item in history {
+        match item {
+            HistoryItem::ToolCalls { calls, .. } => identical.extend(
+                calls
+                    .iter()
+                    .filter(|earlier| {
+                        earlier.id != call.id
+                            && earlier.tool_name == call.tool_name
+                            && earlier.arguments == call.arguments
+                    })
+                    .map(|earlier| earlier.id.as_str()),
+            ),
+            HistoryItem::Observation { observation }
+                if !observation.is_error && identical.contains(&observation.call_id.as_str()) =>
+            {
+                found = Some((observation.call_id.as_str(), observation.content.as_str()));
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// What the model is told instead of running `call` again.
+pub(super) fn repeat_message(call: &ToolCall, earlier_id: &str, result: &str) -> String {
+    let quoted: String = result.chars().take(QUOTED_CHARS).collect();
+    let cut = if quoted.len() < result.len() {
+        " …"
+    } else {
+        ""
+    };
+    format!(
+        "Not run again: `{}` was already called with exactly these arguments ({earlier_id}) and returned: {quoted}{cut}\nUse that result. If it answers the task, finish now with the answer; otherwise call a different tool or change the arguments.",
+        call.tool_name
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Observation;
+    use serde_json::json;
+
+    fn call(id: &str, left: i64) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            tool_name: "calculator".into(),
+            arguments: json!({"left": left, "operation": "multiply", "right": 7}),
+        }
+    }
+
+    fn observed(id: &str, content: &str, is_error: bool) -> HistoryItem {
+        HistoryItem::Observation {
+            observation: Observation {
+                call_id: id.into(),
+                tool_name: "calculator".into(),
+                content: content.into(),
+                is_error,
+            },
+        }
+    }
+
+    fn turn(calls: Vec<ToolCall>) -> HistoryItem {
+        HistoryItem::ToolCalls { calls, text: None }
+    }
+
+    #[test]
+    fn an_identical_call_with_a_result_is_found() {
+        let history = vec![
+            turn(vec![call("call_1_1", 12)]),
+            observed("call_1_1", "84", false),
+        ];
+        assert_eq!(
+            earlier_result(&history, &call("call_2_1", 12)),
+            Some(("call_1_1", "84"))
+        );
+    }
+
+    #[test]
+    fn other_arguments_errors_and_unanswered_calls_are_not_repeats() {
+        let history = vec![
+            turn(vec![call("call_1_1", 12), call("call_1_2", 13)]),
+            observed("call_1_1", "division by zero", true),
+        ];
+        assert_eq!(earlier_result(&history, &call("call_2_1", 12)), None);
+        assert_eq!(earlier_result(&history, &call("call_2_1", 13)), None);
+        assert_eq!(earlier_result(&history, &call("call_2_1", 14)), None);
+        assert_eq!(earlier_result(&history, &call("call_1_2", 13)), None);
+    }
+
+    #[test]
+    fn the_message_quotes_the_result_and_says_what_to_do() {
+        let message = repeat_message(&call("call_2_1", 12), "call_1_1", "84");
+        assert!(message.contains("(call_1_1) and returned: 84"), "{message}");
+        assert!(message.contains("finish now"), "{message}");
+        let long = "x".repeat(QUOTED_CHARS + 10);
+        assert!(repeat_message(&call("c", 1), "b", &long).contains("x …"));
+    }
+}

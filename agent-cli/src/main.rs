@@ -73,5 +73,6 @@ async fn execute(cli: Cli) -> Result<u8, CliError> {
         Command::Trace {
             command: TraceCommand::Stats(args),
         } => commands::trace::stats(args).await,
+        Command::Model { command } => commands::model::model(command).await,
     }
 }

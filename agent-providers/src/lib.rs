@@ -14,6 +14,7 @@
 //!   llama.cpp, its output constrained by the action grammar.
 //! - `replay` (feature `replay`): [`ReplayModel`], the responses of a recorded session.
 
+mod gguf;
 pub mod grammar;
 mod json_text;
 mod spec;
@@ -41,11 +42,12 @@ pub use anthropic::{
 };
 #[cfg(feature = "http")]
 pub use chat::{HttpChatModel, WireFormat};
+pub use gguf::check_model_file;
 #[cfg(feature = "http")]
 pub use http::{DEFAULT_REQUEST_TIMEOUT, HttpClient, ProviderConfig, is_local};
 pub use json_text::{JsonText, text_request};
 #[cfg(feature = "local")]
-pub use local::{LocalModel, check_model_file};
+pub use local::LocalModel;
 #[cfg(feature = "openai")]
 pub use openai::{
     ChatCompletions, OPENAI_DEFAULT_BASE_URL, OpenAi, chat_request, parse_chat_response,

@@ -8,6 +8,7 @@
 //!   configured timeout, retry and circuit breaker), MCP servers, strategy,
 //!   budgets, completion gate, trace file.
 //! - [`control`]: human decisions on stored sessions.
+//! - [`models`]: fetching and listing local GGUF model files.
 //! - [`Worker`]: claims queued sessions and tool calls from a store and does
 //!   them, on as many processes and machines as the store reaches.
 
@@ -15,6 +16,7 @@ mod config;
 pub mod control;
 mod error;
 mod model;
+pub mod models;
 mod session;
 mod tools;
 mod worker;
@@ -24,7 +26,9 @@ pub use config::{
     RunOptions, SessionConfig,
 };
 pub use error::ConfigError;
-pub use model::{build as build_model, normalise as normalise_model};
+pub use model::{
+    LOCAL_MODELS_DIR, build as build_model, default_local_model, normalise as normalise_model,
+};
 pub use session::{Session, SessionOptions, SubmitError, submit, trace_sink};
 pub use tools::{SessionTools, builtin_registry};
 pub use worker::{

@@ -41,6 +41,7 @@ pub use cancel::Cancellation;
 pub use control::{ControlError, Fork, cancel_session, decide_approval, fork_session};
 pub use engine::{
     DEFAULT_LEASE_RENEWAL, DEFAULT_LEASE_TTL, Drive, Engine, EngineBuilder, INTERRUPTED,
+    is_repeated_call_answer,
 };
 pub use error::EngineError;
 pub use event::{ApprovalDecision, Event, EventKind, SCHEMA_VERSION, now_millis};

@@ -23,8 +23,9 @@ pub const ROOT_RULE: &str = "root";
 /// What the grammar admits besides tool calls and `finish`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GrammarOptions {
-    /// Also admit `{"type":"plan","steps":[…]}`.
-    pub allow_plan: bool,
+    /// The request asks for a plan: admit only `{"type":"plan","steps":[…]}`,
+    /// with each step's `tool` one of the tools.
+    pub expect_plan: bool,
     /// Also admit `{"type":"tool_calls","calls":[…]}` (several calls at once).
     pub allow_parallel_calls: bool,
 }
@@ -32,6 +33,11 @@ pub struct GrammarOptions {
 /// The grammar for `tools`.
 pub fn action_grammar(tools: &[ToolSpec], options: GrammarOptions) -> String {
     let mut rules = Rules::default();
+    if options.expect_plan {
+        plan_rules(&mut rules, tools);
+        rules.add(ROOT_RULE, "plan".into());
+        return rules.render();
+    }
     let calls: Vec<String> = tools
         .iter()
         .enumerate()
@@ -90,40 +96,41 @@ pub fn action_grammar(tools: &[ToolSpec], options: GrammarOptions) -> String {
             actions.insert(1, "tool-calls");
         }
     }
-    if options.allow_plan {
-        let tool_names: Vec<String> = tools
-            .iter()
-            .map(|tool| literal(&json_string(&tool.name)))
-            .collect();
-        let step_tool = if tool_names.is_empty() {
-            String::new()
-        } else {
-            rules.add("plan-tool", tool_names.join(" | "));
-            format!(
-                " (ws \",\" ws {} ws \":\" ws plan-tool)?",
-                literal("\"tool\"")
-            )
-        };
-        rules.add(
-            "plan-step",
-            format!(
-                "\"{{\" ws {} ws \":\" ws string{step_tool} ws \"}}\"",
-                literal("\"goal\"")
-            ),
-        );
-        rules.add(
-            "plan",
-            format!(
-                "\"{{\" ws {} ws \":\" ws {} ws \",\" ws {} ws \":\" ws \"[\" ws plan-step (ws \",\" ws plan-step)* ws \"]\" ws \"}}\"",
-                literal("\"type\""),
-                literal("\"plan\""),
-                literal("\"steps\""),
-            ),
-        );
-        actions.push("plan");
-    }
     rules.add(ROOT_RULE, actions.join(" | "));
     rules.render()
+}
+
+/// The `plan` rule: steps with a goal and, optionally, one of `tools`.
+fn plan_rules(rules: &mut Rules, tools: &[ToolSpec]) {
+    let tool_names: Vec<String> = tools
+        .iter()
+        .map(|tool| literal(&json_string(&tool.name)))
+        .collect();
+    let step_tool = if tool_names.is_empty() {
+        String::new()
+    } else {
+        rules.add("plan-tool", tool_names.join(" | "));
+        format!(
+            " (ws \",\" ws {} ws \":\" ws plan-tool)?",
+            literal("\"tool\"")
+        )
+    };
+    rules.add(
+        "plan-step",
+        format!(
+            "\"{{\" ws {} ws \":\" ws string{step_tool} ws \"}}\"",
+            literal("\"goal\"")
+        ),
+    );
+    rules.add(
+        "plan",
+        format!(
+            "\"{{\" ws {} ws \":\" ws {} ws \",\" ws {} ws \":\" ws \"[\" ws plan-step (ws \",\" ws plan-step)* ws \"]\" ws \"}}\"",
+            literal("\"type\""),
+            literal("\"plan\""),
+            literal("\"steps\""),
+        ),
+    );
 }
 
 /// The rules shared by every grammar: JSON values of each type.
@@ -514,17 +521,31 @@ mod tests {
     }
 
     #[test]
-    fn plans_and_parallel_calls_when_asked() {
+    fn parallel_calls_when_asked() {
         let grammar = action_grammar(
             &[tool("a", json!({"type": "object", "properties": {}}))],
             GrammarOptions {
-                allow_plan: true,
+                expect_plan: false,
                 allow_parallel_calls: true,
             },
         );
         assert_well_formed(&grammar);
-        assert!(grammar.starts_with("root ::= tool-call | tool-calls | finish | plan\n"));
+        assert!(grammar.starts_with("root ::= tool-call | tool-calls | finish\n"));
+    }
+
+    #[test]
+    fn a_request_for_a_plan_admits_only_a_plan() {
+        let grammar = action_grammar(
+            &[tool("a", json!({"type": "object", "properties": {}}))],
+            GrammarOptions {
+                expect_plan: true,
+                allow_parallel_calls: true,
+            },
+        );
+        assert_well_formed(&grammar);
+        assert!(grammar.starts_with("root ::= plan\n"), "{grammar}");
         assert!(grammar.contains("plan-tool ::= \"\\\"a\\\"\""), "{grammar}");
+        assert!(!grammar.contains("tool-call"), "{grammar}");
     }
 
     #[test]
@@ -576,7 +597,7 @@ mod tests {
         let grammar = action_grammar(
             &specs,
             GrammarOptions {
-                allow_plan: true,
+                expect_plan: false,
                 allow_parallel_calls: true,
             },
         );

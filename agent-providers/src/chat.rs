@@ -7,12 +7,17 @@
 
 use std::marker::PhantomData;
 
-use agent_core::{Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse};
+use std::time::Duration;
+
+use agent_core::{
+    Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse, RetryNotice,
+};
 use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use crate::http::{HttpClient, ProviderConfig};
+use crate::json_text::{actions_from_text, text_request};
 
 /// How one provider's chat API is spoken.
 pub trait WireFormat: Send + Sync + 'static {
@@ -29,6 +34,12 @@ pub trait WireFormat: Send + Sync + 'static {
 
     /// The header that carries `key`, and its value.
     fn key_header(key: &str) -> (HeaderName, String);
+
+    /// Whether a step whose tool-call output the server itself could not parse is
+    /// asked again with the tools in the prompt and the answer parsed as JSON text
+    /// (servers running open models, such as llama.cpp's, answer such a step
+    /// with a 500).
+    const TEXT_FALLBACK: bool = false;
 
     /// The exact request body.
     fn body(model: &str, request: &ModelRequest) -> Value;
@@ -77,6 +88,25 @@ impl<W: WireFormat> HttpChatModel<W> {
     pub fn config(&self) -> &ProviderConfig {
         &self.config
     }
+
+    /// One POST of `body`: the response JSON and its text. A server that rejects its
+    /// own model's output answers invalid output (see `HttpClient::post_json`).
+    async fn post(&self, body: &Value) -> Result<(Value, String), ModelError> {
+        let key = self.config.api_key.as_deref();
+        let headers = headers::<W>(key)?;
+        let url = format!("{}{}", self.config.base_url, W::PATH);
+        self.http.post_json(&url, headers, body, key).await
+    }
+}
+
+/// Our actions from a response of format `W`, with the model name it reports.
+fn parse<W: WireFormat>(response: &Value, text: &str) -> Result<ModelResponse, ModelError> {
+    let mut parsed = W::parse(response, text)?;
+    parsed.model = response
+        .get("model")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    Ok(parsed)
 }
 
 #[async_trait]
@@ -84,19 +114,31 @@ impl<W: WireFormat> Model for HttpChatModel<W> {
     async fn complete(
         &self,
         request: &ModelRequest,
-        _ctx: &ModelContext,
+        ctx: &ModelContext,
     ) -> Result<ModelResponse, ModelError> {
-        let key = self.config.api_key.as_deref();
-        let headers = headers::<W>(key)?;
-        let url = format!("{}{}", self.config.base_url, W::PATH);
         let body = W::body(&self.config.model, request);
-        let (response, text) = self.http.post_json(&url, headers, &body, key).await?;
-        let mut parsed = W::parse(&response, &text)?;
-        parsed.model = response
-            .get("model")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        Ok(parsed)
+        match self.post(&body).await {
+            Err(ModelError::InvalidOutput { message, .. })
+                if W::TEXT_FALLBACK && !request.tools.is_empty() =>
+            {
+                // Recorded as a retry of the step (a `retry` trace line) so the
+                // switch is visible in the session's log.
+                ctx.observer.retrying(RetryNotice {
+                    attempt: 1,
+                    error: format!(
+                        "{message}; asking again with the tools in the prompt, parsed as JSON text"
+                    ),
+                    delay: Duration::ZERO,
+                });
+                let body = W::body(&self.config.model, &text_request(request));
+                let (response, text) = self.post(&body).await?;
+                actions_from_text(parse::<W>(&response, &text)?, ctx.step)
+            }
+            answer => {
+                let (response, text) = answer?;
+                parse::<W>(&response, &text)
+            }
+        }
     }
 
     fn identity(&self) -> ModelIdentity {

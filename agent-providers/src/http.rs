@@ -64,7 +64,8 @@ impl HttpClient {
     }
 
     /// POSTs `body` to `url` with `headers`; returns the response JSON and its
-    /// text. `secret` is removed from every message.
+    /// text. `secret` is removed from every message. A 5xx whose body says the
+    /// server could not parse its own model's output is `InvalidOutput`.
     pub async fn post_json(
         &self,
         url: &str,
@@ -98,6 +99,15 @@ impl HttpClient {
             .map_err(|err| self.transport_error(url, &err, &redact))?;
         if !status.is_success() {
             let message = redact(format!("HTTP {status} from POST {url}: {}", excerpt(&text)));
+            if status.is_server_error() && rejects_its_models_output(&text) {
+                return Err(ModelError::InvalidOutput {
+                    message: format!(
+                        "the server could not parse its own model's tool call ({message})"
+                    ),
+                    raw: redact(excerpt(&text)),
+                    usage: agent_core::Usage::default(),
+                });
+            }
             return Err(if is_transient(status) {
                 ModelError::Transient {
                     message,
@@ -151,6 +161,21 @@ impl HttpClient {
             retry_after: None,
         }
     }
+}
+
+/// Whether an error body says the server's own parser rejected what its model
+/// generated (llama.cpp's `llama-server` answers such a step with a 500): asking
+/// again the same way mostly fails the same way, so it is invalid output, not a
+/// transient fault.
+fn rejects_its_models_output(body: &str) -> bool {
+    let body = body.to_lowercase();
+    [
+        "failed to parse tool call",
+        "failed to parse input at pos",
+        "does not match the expected format",
+    ]
+    .iter()
+    .any(|phrase| body.contains(phrase))
 }
 
 fn is_transient(status: StatusCode) -> bool {
@@ -227,6 +252,23 @@ mod tests {
         );
         headers.insert(RETRY_AFTER, HeaderValue::from_static("soon"));
         assert_eq!(retry_after(&headers), None);
+    }
+
+    #[test]
+    fn a_server_rejecting_its_models_output_is_told_from_other_failures() {
+        for body in [
+            r#"{"error":{"code":500,"message":"Failed to parse tool call arguments as JSON: parse error at line 1"}}"#,
+            r#"{"error":{"code":500,"message":"Failed to parse input at pos 395: <|tool_call_start|>"}}"#,
+            "the model produced output that does not match the expected format",
+        ] {
+            assert!(rejects_its_models_output(body), "{body}");
+        }
+        for body in [
+            r#"{"error":{"code":500,"message":"Failed to parse tools: type must be string"}}"#,
+            "internal server error",
+        ] {
+            assert!(!rejects_its_models_output(body), "{body}");
+        }
     }
 
     #[test]

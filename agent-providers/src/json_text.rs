@@ -116,6 +116,31 @@ pub(crate) fn parse_text_actions(text: &str, step: u32) -> Result<Vec<Action>, S
     parse_actions(unfence(text), step)
 }
 
+/// The actions of a response to a [`text_request`]: its text parsed strictly as the
+/// wire format, or invalid output quoting it.
+pub(crate) fn actions_from_text(
+    response: ModelResponse,
+    step: u32,
+) -> Result<ModelResponse, ModelError> {
+    let text = match response.actions.as_slice() {
+        [Action::Finish(finish)] => finish.answer.clone(),
+        _ => return Ok(response),
+    };
+    match parse_text_actions(&text, step) {
+        Ok(actions) => Ok(ModelResponse {
+            actions,
+            usage: response.usage,
+            text: None,
+            model: response.model,
+        }),
+        Err(message) => Err(ModelError::InvalidOutput {
+            raw: text,
+            message,
+            usage: response.usage,
+        }),
+    }
+}
+
 #[async_trait]
 impl<M: Model> Model for JsonText<M> {
     async fn complete(
@@ -124,23 +149,7 @@ impl<M: Model> Model for JsonText<M> {
         ctx: &ModelContext,
     ) -> Result<ModelResponse, ModelError> {
         let response = self.inner.complete(&text_request(request), ctx).await?;
-        let text = match response.actions.as_slice() {
-            [Action::Finish(finish)] => finish.answer.clone(),
-            _ => return Ok(response),
-        };
-        match parse_text_actions(&text, ctx.step) {
-            Ok(actions) => Ok(ModelResponse {
-                actions,
-                usage: response.usage,
-                text: None,
-                model: response.model,
-            }),
-            Err(message) => Err(ModelError::InvalidOutput {
-                raw: text,
-                message,
-                usage: response.usage,
-            }),
-        }
+        actions_from_text(response, ctx.step)
     }
 
     fn identity(&self) -> ModelIdentity {

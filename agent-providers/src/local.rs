@@ -302,6 +302,7 @@ fn generate(
         .model
         .new_context(backend, params)
         .map_err(|err| fatal(format!("llama.cpp cannot make a context: {err}")))?;
+    let started = Instant::now();
     let mut batch = LlamaBatch::new(BATCH_TOKENS, 1);
     let last = tokens.len() - 1;
     for (chunk_index, chunk) in tokens.chunks(BATCH_TOKENS).enumerate() {
@@ -319,6 +320,7 @@ fn generate(
             .decode(&mut batch)
             .map_err(|err| fatal(format!("llama.cpp cannot read the prompt: {err}")))?;
     }
+    let prompt_read = started.elapsed();
     let mut sampler = sampler(weights, grammar, options)?;
     let mut text = Vec::new();
     let mut position = tokens.len() as i32;
@@ -356,6 +358,14 @@ fn generate(
             .decode(&mut batch)
             .map_err(|err| fatal(format!("llama.cpp stopped generating: {err}")))?;
     }
+    tracing::info!(
+        prompt_tokens = tokens.len(),
+        prompt_ms = prompt_read.as_millis() as u64,
+        output_tokens,
+        generation_ms = (started.elapsed() - prompt_read).as_millis() as u64,
+        grammar = grammar.is_some(),
+        "local generation"
+    );
     Ok(Generated {
         text: String::from_utf8_lossy(&text).into_owned(),
         prompt_tokens: tokens.len() as u64,

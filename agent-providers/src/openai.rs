@@ -28,6 +28,7 @@ impl WireFormat for ChatCompletions {
     const PROVIDER: &'static str = "openai";
     const KEY_VARIABLE: &'static str = "OPENAI_API_KEY";
     const PATH: &'static str = "/chat/completions";
+    const TEXT_FALLBACK: bool = true;
 
     fn key_header(key: &str) -> (HeaderName, String) {
         (AUTHORIZATION, format!("Bearer {key}"))

@@ -474,3 +474,72 @@ async fn the_json_text_adapter_prompts_with_the_wire_format_and_parses_fenced_te
     assert_eq!(second[3]["role"], "user");
     assert!(second[3]["content"].as_str().unwrap().contains("84"));
 }
+
+#[tokio::test]
+async fn a_server_rejecting_its_models_tool_call_gets_the_step_again_as_json_text() {
+    let rejected = json!({"error": {"code": 500, "type": "server_error",
+        "message": "Failed to parse tool call arguments as JSON: parse error at line 1, column 27"}});
+    let server = FakeProvider::start(vec![
+        Reply::status(500, rejected.to_string()),
+        Reply::json(&openai_text(
+            "{\"type\":\"tool_call\",\"tool_name\":\"calculator\",\"arguments\":{\"left\":12}}",
+        )),
+        Reply::status(500, rejected.to_string()),
+        Reply::json(&openai_text("it is probably 84")),
+    ])
+    .await
+    .unwrap();
+    let model = openai(&server, Duration::from_secs(5));
+    let notes = Arc::new(Notes::default());
+    let response = ask(model.as_ref(), &request(vec![]), &notes).await.unwrap();
+    assert!(
+        matches!(&response.actions[..], [Action::ToolCall(c)] if c.tool_name == "calculator" && c.arguments == json!({"left": 12})),
+        "{response:?}"
+    );
+    {
+        let notes = notes.0.lock().unwrap();
+        assert_eq!(notes.len(), 1, "one switch, no transient retries");
+        assert!(notes[0].error.contains("JSON text"), "{:?}", notes[0]);
+        assert!(notes[0].error.contains("500"), "{:?}", notes[0]);
+    }
+    let received = server.received();
+    assert_eq!(received.len(), 2);
+    assert!(received[0].body.get("tools").is_some());
+    assert!(
+        received[1].body.get("tools").is_none(),
+        "the fallback sends no native tools"
+    );
+    let system = received[1].body["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains("calculator") && system.contains("\"type\":\"tool_call\""),
+        "{system}"
+    );
+
+    let err = ask(model.as_ref(), &request(vec![]), &notes)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ModelError::InvalidOutput { raw, .. } if raw.contains("84")),
+        "prose from the fallback is invalid output the engine feeds back: {err:?}"
+    );
+    assert_eq!(server.received().len(), 4);
+}
+
+#[tokio::test]
+async fn other_server_errors_are_still_retried_and_not_asked_as_text() {
+    let server = FakeProvider::start(vec![
+        Reply::status(
+            500,
+            r#"{"error":{"message":"Failed to parse tools: type must be string"}}"#,
+        ),
+        Reply::json(&openai_calls(&[("c1", "calculator", "{\"left\":1}")])),
+    ])
+    .await
+    .unwrap();
+    let model = openai(&server, Duration::from_secs(5));
+    let notes = Arc::new(Notes::default());
+    let response = ask(model.as_ref(), &request(vec![]), &notes).await.unwrap();
+    assert_eq!(response.actions.len(), 1);
+    assert_eq!(notes.0.lock().unwrap().len(), 1, "one transient retry");
+    assert!(server.received()[1].body.get("tools").is_some());
+}

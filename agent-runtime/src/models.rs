@@ -260,10 +260,14 @@ pub fn list(dir: &Path) -> io::Result<Vec<ModelFile>> {
         if !name.ends_with(".gguf") || name.starts_with('.') {
             continue;
         }
-        let metadata = entry.metadata()?;
-        if !metadata.is_file() {
-            continue;
-        }
+        // A model linked from elsewhere counts as the file it names; a dangling
+        // link is no model.
+        let metadata = match fs::metadata(entry.path()) {
+            Ok(metadata) if metadata.is_file() => metadata,
+            Ok(_) => continue,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+            Err(err) => return Err(err),
+        };
         files.push(ModelFile {
             default: name == DEFAULT_LOCAL_MODEL_FILE,
             path: entry.path(),
@@ -278,6 +282,21 @@ pub fn list(dir: &Path) -> io::Result<Vec<ModelFile>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn linked_models_are_listed_and_dangling_links_are_not() {
+        let dir = std::env::temp_dir().join(format!("agent-models-links-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let elsewhere = dir.join("weights.bin");
+        fs::write(&elsewhere, b"GGUF1234").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.join(DEFAULT_LOCAL_MODEL_FILE)).unwrap();
+        std::os::unix::fs::symlink(dir.join("gone"), dir.join("dangling.gguf")).unwrap();
+        let files = list(&dir).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(files.len(), 1, "{files:?}");
+        assert!(files[0].default);
+        assert_eq!(files[0].bytes, 8);
+    }
 
     #[test]
     fn pieces_are_joined_in_order_and_hashed() {

@@ -8,9 +8,11 @@
 //! cargo build --release -p agent-cli && cargo run --release -p bench -- workers --store sqlite
 //! cargo build --release -p agent-cli && cargo run --release -p bench -- crash --kills 200 --seed 1
 //! cargo build --release -p agent-cli && cargo run --release -p bench -- serve --sessions 500
+//! cargo build --release -p agent-cli && cargo run --release -p bench -- local-suite --model FILE.gguf
 //! ```
 
 mod crash;
+mod local_suite;
 mod serve;
 mod workers;
 mod workload;
@@ -52,6 +54,9 @@ enum Command {
     /// A real `agent serve`: sessions created and followed over HTTP per second,
     /// and one session's events fanned out to many SSE subscribers.
     Serve(serve::ServeArgs),
+    /// Small tool-use tasks on a real local GGUF model, per strategy, with and
+    /// without the action grammar and the repeated-call guard.
+    LocalSuite(local_suite::LocalSuiteArgs),
 }
 
 /// Where a benchmark's events go.
@@ -170,7 +175,12 @@ fn db_bytes(path: &Path) -> u64 {
 
 /// Peak resident set size of this process in MiB (`VmHWM`).
 fn peak_rss_mb() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
+    vm_hwm_mb("/proc/self/status").unwrap_or(0.0)
+}
+
+/// The peak resident set size (`VmHWM`) in MiB that a `/proc/PID/status` file shows.
+fn vm_hwm_mb(status_file: &str) -> Option<f64> {
+    std::fs::read_to_string(status_file)
         .ok()
         .and_then(|status| {
             status
@@ -184,7 +194,7 @@ fn peak_rss_mb() -> f64 {
                         .ok()
                 })
         })
-        .map_or(0.0, |kib| kib / 1024.0)
+        .map(|kib| kib / 1024.0)
 }
 
 fn engine(
@@ -455,5 +465,6 @@ async fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Workers(args) => workers::workers(args).await,
         Command::Crash(args) => crash::crash(args).await,
         Command::Serve(args) => serve::serve(args).await,
+        Command::LocalSuite(args) => local_suite::local_suite(args),
     }
 }

@@ -3,10 +3,11 @@
 //! message) and error mapping are shared; a [`WireFormat`] says where to post,
 //! which headers carry the key, how a request is written and how a response is
 //! read. [`OpenAi`](crate::OpenAi) and [`Anthropic`](crate::Anthropic) are this
-//! model with their formats.
+//! model with their formats. A format may ask for the JSON-text fallback: a step
+//! whose tool call the server could not parse is asked again once with the tools
+//! in the prompt (see [`WireFormat::TEXT_FALLBACK`]).
 
 use std::marker::PhantomData;
-
 use std::time::Duration;
 
 use agent_core::{

@@ -1,7 +1,8 @@
 //! The HTTP side of providers: one JSON POST with a timeout, and the mapping of
 //! what can go wrong onto typed model errors — 429, 5xx, connection errors,
-//! timeouts and bodies cut short are transient; other 4xx are fatal. Messages name
-//! the status and never the key.
+//! timeouts and bodies cut short are transient; other 4xx are fatal; a 5xx whose
+//! body says the server could not parse its own model's output is invalid output.
+//! Messages name the status and never the key.
 
 use std::sync::Once;
 use std::time::{Duration, SystemTime};

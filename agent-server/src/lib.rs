@@ -29,7 +29,8 @@
 //! Routes: `POST /v1/sessions`, `GET /v1/sessions`, `GET /v1/sessions/{id}`,
 //! `GET /v1/sessions/{id}/events` (JSON or Server-Sent Events),
 //! `POST /v1/sessions/{id}/{approve,deny,cancel,resume,fork}`, `GET /metrics`,
-//! `GET /v1/openapi.json`, `GET /healthz`.
+//! `GET /v1/openapi.json`, `GET /healthz`, and the web page at `/` (its files
+//! under `/ui/`).
 
 mod auth;
 mod error;
@@ -38,6 +39,7 @@ mod routes;
 mod serve;
 mod state;
 mod tail;
+mod ui;
 
 pub use auth::{MIN_TOKEN_LEN, OPEN_PATHS, TokenError, Tokens};
 pub use error::{ApiError, ErrorBody, ErrorDetail};

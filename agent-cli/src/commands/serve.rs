@@ -49,7 +49,7 @@ pub async fn serve(args: ServeArgs) -> Result<u8, CliError> {
         .with_cwd(current_dir()?)
         .with_shutdown(shutdown);
     eprintln!(
-        "agent serve: listening on http://{address} (store {}, {} in-process worker(s))",
+        "agent serve: listening on http://{address} (store {}, {} in-process worker(s)); the web page is at http://{address}/",
         shown_url(&args.store.store),
         args.workers
     );

@@ -83,13 +83,15 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 /// The API as an axum router, ready to serve or to mount in an application of
-/// your own: every route, bearer-token auth (all but `/healthz`), the 1 MiB body
+/// your own: every route, the web page at `/`, bearer-token auth (all but
+/// `/healthz` and the page's files), the 1 MiB body
 /// limit, the request timeout, and errors in one JSON shape.
 pub fn router(state: ServerState) -> Router {
     let (routes, document) = documented();
     let document = Arc::new(document.to_json().unwrap_or_default());
     let tokens = state.tokens.clone();
     routes
+        .merge(crate::ui::routes())
         .layer(axum::Extension(OpenApiDocument(document)))
         .with_state(state)
         .layer(DefaultBodyLimit::max(MAX_BODY))

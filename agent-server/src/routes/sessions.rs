@@ -13,8 +13,9 @@ use utoipa::{IntoParams, ToSchema};
 
 use agent_core::{
     PublicStatus, RunResult, RunUsage, SessionCursor, SessionQuery, SessionState, ToolCall,
+    ToolSpec,
 };
-use agent_runtime::{RunOptions, SessionConfig};
+use agent_runtime::{RunOptions, SessionConfig, builtin_registry};
 
 use super::JsonBody;
 use crate::error::{ApiError, ErrorBody};
@@ -304,6 +305,11 @@ pub struct SessionView {
     /// Calls waiting for a human decision.
     #[schema(value_type = Vec<Object>)]
     pub pending: Vec<ToolCall>,
+    /// The specs of its built-in tools (name, description, input schema), for
+    /// checking edited arguments before they are sent; tools of MCP servers are
+    /// not listed (their servers would have to be started).
+    #[schema(value_type = Vec<Object>)]
+    pub tools: Vec<ToolSpec>,
     /// The RunResult (as `agent run --json` prints it), once the session has ended.
     #[schema(value_type = Option<Object>)]
     pub result: Option<RunResult>,
@@ -347,8 +353,18 @@ fn view(session: &SessionState) -> SessionView {
         steps_used: session.steps_used(),
         usage: session.usage(),
         pending: session.undecided_calls(),
+        tools: builtin_specs(session),
         result: session.run_result(),
     }
+}
+
+/// The specs of the built-in tools `session` recorded; none when its recorded
+/// configuration cannot be read by this build (the rest of the view still can).
+fn builtin_specs(session: &SessionState) -> Vec<ToolSpec> {
+    SessionConfig::recorded(session.config())
+        .and_then(|config| builtin_registry(&config))
+        .map(|registry| registry.into_toolbox().specs().as_ref().clone())
+        .unwrap_or_default()
 }
 
 /// Milliseconds since the Unix epoch as RFC 3339 text.

@@ -1,0 +1,95 @@
+//! The web page of `agent serve`: plain HTML, CSS and JavaScript built into the
+//! binary and served at `/` without a token — the files hold no data; the page
+//! asks for the token and sends it with every `/v1/...` request it makes, so it
+//! can do nothing a script with the token could not.
+
+use axum::Router;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+/// The page's files: the path each is served at, its media type, its bytes.
+const ASSETS: &[(&str, &str, &[u8])] = &[
+    (
+        "/",
+        "text/html; charset=utf-8",
+        include_bytes!("../ui/index.html"),
+    ),
+    (
+        "/ui/app.css",
+        "text/css; charset=utf-8",
+        include_bytes!("../ui/app.css"),
+    ),
+    (
+        "/ui/app.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../ui/app.js"),
+    ),
+];
+
+/// What the page may load and talk to: only this origin, no inline script, no
+/// framing by other sites.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; form-action 'self'";
+
+/// The routes of the page's files.
+pub(crate) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    ASSETS
+        .iter()
+        .fold(Router::new(), |router, &(path, media_type, body)| {
+            router.route(path, get(move || async move { asset(media_type, body) }))
+        })
+}
+
+/// One file, with headers that keep it fresh and confined.
+fn asset(media_type: &'static str, body: &'static [u8]) -> Response {
+    let mut response = body.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(media_type));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// The page loads only files that are served, and no script inline (the
+    /// policy would block it).
+    #[test]
+    fn the_page_names_only_served_files() {
+        let page = std::str::from_utf8(ASSETS[0].2).unwrap();
+        for (path, _, _) in &ASSETS[1..] {
+            let relative = path.trim_start_matches('/');
+            assert!(
+                page.contains(&format!("\"{relative}\"")),
+                "{path} not loaded"
+            );
+        }
+        assert!(!page.contains("<script>"), "inline script");
+        assert!(!page.contains("http://") && !page.contains("https://"));
+    }
+
+    /// Every file of the page is served without a token, and nothing else is
+    /// opened up for it.
+    #[test]
+    fn the_page_files_are_the_open_paths_besides_the_health_check() {
+        let mut open: Vec<&str> = crate::OPEN_PATHS.to_vec();
+        open.retain(|path| *path != "/healthz");
+        let served: Vec<&str> = ASSETS.iter().map(|(path, _, _)| *path).collect();
+        assert_eq!(open, served);
+    }
+}

@@ -1,0 +1,1024 @@
+// The web page of `agent serve`. It uses only the HTTP API under v1/ (and its
+// Server-Sent Events stream), with the token kept in sessionStorage, so what the
+// page can do, a script with the token can do. Text from the API is only ever
+// set as text, never parsed as HTML.
+"use strict";
+
+(() => {
+  const TOKEN_KEY = "agent-token";
+  const STATUSES = ["running", "queued", "awaiting_approval", "finished", "failed", "cancelled"];
+  const ENDED = new Set(["finished", "failed", "cancelled"]);
+  const LIST_POLL_MS = 2000;
+  const LONG_TEXT = 240;
+
+  const main = document.getElementById("main");
+  const toastBox = document.getElementById("toast");
+  const logoutButton = document.getElementById("logout");
+  const navSessions = document.getElementById("nav-sessions");
+
+  // ---- small helpers -------------------------------------------------------
+
+  /** An element with attributes (`on*` become listeners) and children. */
+  function h(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+      else if (key === "class") node.className = value;
+      else if (value === true) node.setAttribute(key, "");
+      else node.setAttribute(key, String(value));
+    }
+    for (const child of children.flat(Infinity)) {
+      if (child === undefined || child === null || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  function statusLabel(status) {
+    return status === "awaiting_approval" ? "awaiting approval" : status;
+  }
+
+  function badge(status) {
+    return h("span", { class: `badge ${status}`, "data-status": status }, statusLabel(status));
+  }
+
+  function localTime(value, withDate) {
+    const date = new Date(value);
+    if (Number.isNaN(date.getTime())) return String(value);
+    return withDate ? date.toLocaleString() : date.toLocaleTimeString();
+  }
+
+  function json(value) {
+    return JSON.stringify(value, null, 2);
+  }
+
+  /** Text shown whole when short, collapsed behind its first line when long. */
+  function longText(text, className) {
+    const value = String(text);
+    if (value.length <= LONG_TEXT && !value.includes("\n")) {
+      return h("pre", { class: className }, value);
+    }
+    const first = value.split("\n")[0];
+    const summary = first.length > 100 ? `${first.slice(0, 100)}…` : first;
+    return h("details", {}, h("summary", {}, `${summary} (${value.length} characters)`), h("pre", { class: className }, value));
+  }
+
+  let toastTimer = 0;
+  function toast(message) {
+    toastBox.textContent = message;
+    toastBox.classList.add("shown");
+    clearTimeout(toastTimer);
+    toastTimer = setTimeout(() => toastBox.classList.remove("shown"), 4000);
+  }
+
+  // ---- the API -------------------------------------------------------------
+
+  const base = new URL(".", document.baseURI);
+
+  class ApiError extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  function token() {
+    return sessionStorage.getItem(TOKEN_KEY);
+  }
+
+  function headers(extra) {
+    return { Authorization: `Bearer ${token()}`, ...extra };
+  }
+
+  /** A JSON request; a 401 forgets the token and shows the login form. */
+  async function api(path, options = {}) {
+    const init = { method: options.method || "GET", headers: headers({ Accept: "application/json" }) };
+    if (options.body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(options.body);
+    }
+    let response;
+    try {
+      response = await fetch(new URL(path, base), init);
+    } catch (err) {
+      throw new ApiError(0, "network", `the server cannot be reached (${err.message})`);
+    }
+    const text = await response.text();
+    let body = null;
+    try {
+      body = text ? JSON.parse(text) : null;
+    } catch {
+      body = null;
+    }
+    if (response.status === 401 && !options.keepTokenOn401) {
+      logout("The server no longer accepts this token. Log in again.");
+      throw new ApiError(401, "unauthorized", "unauthorized");
+    }
+    if (!response.ok) {
+      const error = body && body.error ? body.error : {};
+      throw new ApiError(response.status, error.code || "http", error.message || `HTTP ${response.status}`);
+    }
+    return body;
+  }
+
+  // ---- routing -------------------------------------------------------------
+
+  let view = null;
+
+  function stopView() {
+    if (view && view.stop) view.stop();
+    view = null;
+  }
+
+  function route() {
+    stopView();
+    main.replaceChildren();
+    if (!token()) {
+      logoutButton.hidden = true;
+      navSessions.hidden = true;
+      view = loginView();
+      return;
+    }
+    logoutButton.hidden = false;
+    navSessions.hidden = false;
+    const match = location.hash.match(/^#\/sessions\/([^/?#]+)/);
+    view = match ? sessionView(decodeURIComponent(match[1])) : listView();
+  }
+
+  function logout(message) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    loginMessage = message || "";
+    route();
+  }
+
+  let loginMessage = "";
+
+  // ---- login ---------------------------------------------------------------
+
+  function loginView() {
+    const input = h("input", {
+      id: "token",
+      name: "token",
+      type: "password",
+      autocomplete: "current-password",
+      required: true,
+      spellcheck: "false",
+      "aria-describedby": "token-help login-error",
+    });
+    const error = h("p", { id: "login-error", class: "alert", role: "alert" }, loginMessage);
+    loginMessage = "";
+    const submit = h("button", { type: "submit", class: "primary" }, "Log in");
+    const form = h(
+      "form",
+      {
+        class: "login",
+        "aria-labelledby": "login-title",
+        onsubmit: async (event) => {
+          event.preventDefault();
+          const candidate = input.value.trim();
+          if (!candidate) {
+            error.textContent = "Paste the token `agent serve` printed (or one of AGENT_API_TOKENS).";
+            return;
+          }
+          submit.disabled = true;
+          error.textContent = "";
+          sessionStorage.setItem(TOKEN_KEY, candidate);
+          try {
+            await api("v1/sessions?limit=1", { keepTokenOn401: true });
+            route();
+          } catch (err) {
+            sessionStorage.removeItem(TOKEN_KEY);
+            error.textContent =
+              err.status === 401 ? "This server does not accept that token. Check it and try again." : `Cannot log in: ${err.message}`;
+            submit.disabled = false;
+            input.focus();
+          }
+        },
+      },
+      h("h1", { id: "login-title" }, "Log in"),
+      h("p", { id: "token-help" }, "Paste the API token that agent serve printed, or one of AGENT_API_TOKENS. It stays in this tab only."),
+      h("label", { for: "token" }, "API token"),
+      input,
+      error,
+      submit,
+    );
+    main.append(form);
+    input.focus();
+    return { stop() {} };
+  }
+
+  logoutButton.addEventListener("click", () => logout(""));
+
+  // ---- the session list ----------------------------------------------------
+
+  function listView() {
+    let stopped = false;
+    let timer = 0;
+    const params = new URLSearchParams(location.hash.split("?")[1] || "");
+    const statusSelect = h(
+      "select",
+      { id: "status-filter", onchange: () => { remember(); refresh(); } },
+      h("option", { value: "" }, "All"),
+      STATUSES.map((status) => h("option", { value: status }, statusLabel(status))),
+    );
+    statusSelect.value = STATUSES.includes(params.get("status")) ? params.get("status") : "";
+    const search = h("input", {
+      id: "search",
+      type: "search",
+      placeholder: "words of the task",
+      value: params.get("q") || "",
+      oninput: () => { remember(); render(); },
+    });
+    const problem = h("p", { class: "alert", role: "alert" });
+    const count = h("p", { class: "muted", "aria-live": "polite" });
+    const tbody = h("tbody");
+    const rows = new Map();
+    let sessions = [];
+
+    main.append(
+      h("h1", {}, "Sessions"),
+      h(
+        "div",
+        { class: "filters" },
+        h("div", {}, h("label", { for: "status-filter" }, "Status"), statusSelect),
+        h("div", {}, h("label", { for: "search" }, "Search tasks"), search),
+      ),
+      problem,
+      h(
+        "table",
+        { class: "sessions" },
+        h("caption", { class: "skip" }, "Sessions, newest first"),
+        h("colgroup", {}, h("col", { class: "status" }), h("col"), h("col", { class: "time" }), h("col", { class: "time" }), h("col", { class: "id" })),
+        h(
+          "thead",
+          {},
+          h("tr", {}, h("th", { scope: "col" }, "Status"), h("th", { scope: "col" }, "Task"), h("th", { scope: "col", class: "time" }, "Created"), h("th", { scope: "col", class: "time" }, "Updated"), h("th", { scope: "col", class: "id" }, "Id")),
+        ),
+        tbody,
+      ),
+      count,
+    );
+
+    function remember() {
+      const query = new URLSearchParams();
+      if (statusSelect.value) query.set("status", statusSelect.value);
+      if (search.value) query.set("q", search.value);
+      const text = query.toString();
+      history.replaceState(null, "", text ? `#/?${text}` : "#/");
+    }
+
+    function rowOf(session) {
+      let row = rows.get(session.session_id);
+      if (!row) {
+        row = h("tr", { "data-session": session.session_id });
+        rows.set(session.session_id, row);
+      }
+      const key = `${session.status}|${session.updated_at}|${session.task}`;
+      if (row.dataset.key !== key) {
+        row.dataset.key = key;
+        row.replaceChildren(
+          h("td", {}, badge(session.status)),
+          h("td", {}, h("a", { href: `#/sessions/${encodeURIComponent(session.session_id)}` }, session.task)),
+          h("td", { class: "time", title: session.created_at }, localTime(session.created_at, true)),
+          h("td", { class: "time", title: session.updated_at }, localTime(session.updated_at, true)),
+          h("td", { class: "id mono" }, session.session_id.slice(0, 13)),
+        );
+      }
+      return row;
+    }
+
+    function render() {
+      const words = search.value.trim().toLowerCase().split(/\s+/).filter(Boolean);
+      const shown = sessions.filter((session) => {
+        const text = `${session.task} ${session.session_id}`.toLowerCase();
+        return words.every((word) => text.includes(word));
+      });
+      const keep = new Set(shown.map((session) => session.session_id));
+      for (const [id, row] of rows) {
+        if (!keep.has(id)) {
+          row.remove();
+          rows.delete(id);
+        }
+      }
+      shown.forEach((session, index) => {
+        const row = rowOf(session);
+        if (tbody.children[index] !== row) tbody.insertBefore(row, tbody.children[index] || null);
+      });
+      count.textContent =
+        sessions.length === 0
+          ? "No sessions yet. Start one with agent submit, or POST /v1/sessions."
+          : `${shown.length} of ${sessions.length} session(s) shown.`;
+    }
+
+    async function refresh() {
+      clearTimeout(timer);
+      const query = new URLSearchParams({ limit: "500" });
+      if (statusSelect.value) query.set("status", statusSelect.value);
+      try {
+        const page = await api(`v1/sessions?${query}`);
+        if (stopped) return;
+        sessions = page.sessions;
+        problem.textContent = "";
+        render();
+      } catch (err) {
+        if (stopped || err.status === 401) return;
+        problem.textContent = `The list cannot be refreshed: ${err.message}. Retrying.`;
+      }
+      if (!stopped) timer = setTimeout(refresh, LIST_POLL_MS);
+    }
+
+    refresh();
+    return {
+      stop() {
+        stopped = true;
+        clearTimeout(timer);
+      },
+    };
+  }
+
+  // ---- reading a Server-Sent Events stream ----------------------------------
+
+  /**
+   * Follows `path` as an event stream (fetch, so the token goes in a header),
+   * calling `onEvent({id, event, data})` per message and `onState(text)` as the
+   * connection changes; after a network blip it reconnects with `Last-Event-ID`
+   * set to the last id seen. Ends when the server ends the stream and
+   * `shouldReconnect()` says no, or when stopped.
+   */
+  function followStream(path, { lastId, onEvent, onState, shouldReconnect }) {
+    let controller = null;
+    let stopped = false;
+    let delay = 500;
+
+    async function connect() {
+      while (!stopped) {
+        controller = new AbortController();
+        const extra = { Accept: "text/event-stream" };
+        if (lastId > 0) extra["Last-Event-ID"] = String(lastId);
+        let endedCleanly = false;
+        try {
+          const response = await fetch(new URL(path, base), { headers: headers(extra), signal: controller.signal, cache: "no-store" });
+          if (response.status === 401) {
+            logout("The server no longer accepts this token. Log in again.");
+            return;
+          }
+          if (!response.ok || !response.body) {
+            const text = await response.text();
+            let message = `HTTP ${response.status}`;
+            try {
+              message = JSON.parse(text).error.message;
+            } catch {
+              /* keep the status line */
+            }
+            onState("error", message);
+            if (response.status === 404) return;
+          } else {
+            onState("live");
+            delay = 500;
+            await readMessages(response.body, (message) => {
+              if (message.id) lastId = Number(message.id);
+              onEvent(message);
+            });
+            endedCleanly = true;
+          }
+        } catch (err) {
+          if (stopped) return;
+          onState("reconnecting", err.message);
+        }
+        if (stopped) return;
+        if (endedCleanly && !shouldReconnect()) {
+          onState("ended");
+          return;
+        }
+        onState("reconnecting");
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        delay = Math.min(delay * 2, 8000);
+      }
+    }
+
+    connect();
+    return {
+      stop() {
+        stopped = true;
+        if (controller) controller.abort();
+      },
+    };
+  }
+
+  /** Splits a stream into SSE messages (blank-line separated `field: value` lines). */
+  async function readMessages(body, onMessage) {
+    const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    let message = { id: "", event: "message", data: [] };
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += value;
+      let newline;
+      while ((newline = buffer.search(/\r\n|\n|\r/)) >= 0) {
+        const line = buffer.slice(0, newline);
+        buffer = buffer.slice(buffer[newline] === "\r" && buffer[newline + 1] === "\n" ? newline + 2 : newline + 1);
+        if (line === "") {
+          if (message.data.length > 0) onMessage({ id: message.id, event: message.event, data: message.data.join("\n") });
+          message = { id: "", event: "message", data: [] };
+          continue;
+        }
+        if (line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let value = colon < 0 ? "" : line.slice(colon + 1);
+        if (value.startsWith(" ")) value = value.slice(1);
+        if (field === "id") message.id = value;
+        else if (field === "event") message.event = value;
+        else if (field === "data") message.data.push(value);
+      }
+    }
+  }
+
+  // ---- checking edited arguments against a tool's JSON Schema --------------
+
+  /** What is wrong with `value` under `schema` (a list of messages; empty when valid). */
+  function schemaErrors(schema, value) {
+    const errors = [];
+    check(schema, value, "arguments", schema, errors);
+    return errors;
+  }
+
+  function typeOf(value) {
+    if (value === null) return "null";
+    if (Array.isArray(value)) return "array";
+    if (typeof value === "number") return Number.isInteger(value) ? "integer" : "number";
+    return typeof value;
+  }
+
+  function resolveRef(root, ref) {
+    if (!ref.startsWith("#/")) return null;
+    return ref
+      .slice(2)
+      .split("/")
+      .reduce((node, part) => (node ? node[part.replace(/~1/g, "/").replace(/~0/g, "~")] : null), root);
+  }
+
+  function check(schema, value, where, root, errors) {
+    if (schema === true || schema === undefined || schema === null) return;
+    if (schema === false) {
+      errors.push(`${where} is not allowed`);
+      return;
+    }
+    if (schema.$ref) {
+      const target = resolveRef(root, schema.$ref);
+      if (target) check(target, value, where, root, errors);
+    }
+    const actual = typeOf(value);
+    if (schema.type) {
+      const allowed = Array.isArray(schema.type) ? schema.type : [schema.type];
+      const fits = allowed.some((type) => type === actual || (type === "number" && actual === "integer"));
+      if (!fits) {
+        errors.push(`${where} must be ${allowed.join(" or ")} (it is ${actual})`);
+        return;
+      }
+    }
+    if (schema.enum && !schema.enum.some((option) => JSON.stringify(option) === JSON.stringify(value))) {
+      errors.push(`${where} must be one of ${schema.enum.map((option) => JSON.stringify(option)).join(", ")}`);
+    }
+    if ("const" in schema && JSON.stringify(schema.const) !== JSON.stringify(value)) {
+      errors.push(`${where} must be ${JSON.stringify(schema.const)}`);
+    }
+    if (actual === "number" || actual === "integer") {
+      if (typeof schema.minimum === "number" && value < schema.minimum) errors.push(`${where} must be at least ${schema.minimum}`);
+      if (typeof schema.maximum === "number" && value > schema.maximum) errors.push(`${where} must be at most ${schema.maximum}`);
+      if (typeof schema.exclusiveMinimum === "number" && value <= schema.exclusiveMinimum) errors.push(`${where} must be more than ${schema.exclusiveMinimum}`);
+      if (typeof schema.exclusiveMaximum === "number" && value >= schema.exclusiveMaximum) errors.push(`${where} must be less than ${schema.exclusiveMaximum}`);
+    }
+    if (actual === "string") {
+      const length = [...value].length;
+      if (typeof schema.minLength === "number" && length < schema.minLength) errors.push(`${where} must have at least ${schema.minLength} character(s)`);
+      if (typeof schema.maxLength === "number" && length > schema.maxLength) errors.push(`${where} must have at most ${schema.maxLength} character(s)`);
+      if (typeof schema.pattern === "string") {
+        try {
+          if (!new RegExp(schema.pattern, "u").test(value)) errors.push(`${where} must match ${schema.pattern}`);
+        } catch {
+          /* a pattern JavaScript cannot read is left to the server */
+        }
+      }
+    }
+    if (actual === "array") {
+      if (typeof schema.minItems === "number" && value.length < schema.minItems) errors.push(`${where} must have at least ${schema.minItems} item(s)`);
+      if (typeof schema.maxItems === "number" && value.length > schema.maxItems) errors.push(`${where} must have at most ${schema.maxItems} item(s)`);
+      if (schema.items && typeof schema.items === "object") {
+        value.forEach((item, index) => check(schema.items, item, `${where}[${index}]`, root, errors));
+      }
+    }
+    if (actual === "object") {
+      const properties = schema.properties || {};
+      for (const name of schema.required || []) {
+        if (!(name in value)) errors.push(`${where}.${name} is required`);
+      }
+      for (const [name, item] of Object.entries(value)) {
+        if (name in properties) check(properties[name], item, `${where}.${name}`, root, errors);
+        else if (schema.additionalProperties === false) errors.push(`${where}.${name} is not a field of this tool`);
+        else if (typeof schema.additionalProperties === "object") check(schema.additionalProperties, item, `${where}.${name}`, root, errors);
+      }
+    }
+    for (const part of schema.allOf || []) check(part, value, where, root, errors);
+    for (const [keyword, wanted] of [["anyOf", (n) => n >= 1], ["oneOf", (n) => n === 1]]) {
+      if (!Array.isArray(schema[keyword])) continue;
+      const passing = schema[keyword].filter((part) => {
+        const inner = [];
+        check(part, value, where, root, inner);
+        return inner.length === 0;
+      }).length;
+      if (!wanted(passing)) errors.push(`${where} does not fit ${keyword === "oneOf" ? "exactly one" : "any"} of the allowed shapes`);
+    }
+  }
+
+  // ---- one session ---------------------------------------------------------
+
+  /** The public status an event leaves the session in, when it changes it. */
+  function statusAfter(kind, current) {
+    switch (kind.type) {
+      case "session_started":
+      case "resumed":
+        return "running";
+      case "queued":
+        return "queued";
+      case "approval_requested":
+        return "awaiting_approval";
+      case "approval_decided":
+        return kind.remaining === 0 ? "running" : current;
+      case "finished":
+        return "finished";
+      case "failed":
+        return "failed";
+      case "cancelled":
+        return "cancelled";
+      default:
+        return current;
+    }
+  }
+
+  function callLine(call) {
+    return h("div", {}, h("span", { class: "node" }, call.tool_name), " ", h("code", {}, JSON.stringify(call.arguments)));
+  }
+
+  /** The detail cell of an event: what happened, in words and values. */
+  function describe(kind, sessionLink) {
+    const what = (text) => h("div", { class: "what" }, text);
+    switch (kind.type) {
+      case "session_started":
+        return [what(`started with strategy ${kind.strategy}`), longText(kind.task)];
+      case "model_requested":
+        return [what(`asked the model for step ${kind.step}`)];
+      case "model_responded":
+        return [
+          ...kind.actions.map((action) => {
+            if (action.type === "tool_call") return h("div", {}, "call ", callLine(action));
+            if (action.type === "finish") return h("div", {}, "finish: ", longText(action.answer));
+            if (action.type === "plan") {
+              return h("div", {}, "plan:", h("ol", { class: "plan" }, action.steps.map((step) => h("li", {}, step.goal, step.tool ? h("span", { class: "muted" }, ` (${step.tool})`) : null))));
+            }
+            return h("pre", {}, json(action));
+          }),
+          kind.text ? longText(kind.text, "muted") : null,
+          h("div", { class: "muted" }, `${kind.usage.input_tokens} in / ${kind.usage.output_tokens} out tokens`),
+        ];
+      case "model_output_rejected":
+        return [what(kind.error), longText(kind.raw, "muted")];
+      case "model_retried":
+        return [what(`retry ${kind.attempt} in ${kind.delay_ms} ms: ${kind.error}`)];
+      case "action_dispatched":
+        return [callLine(kind.call)];
+      case "actions_queued":
+        return [what(`${kind.call_ids.length} call(s) handed to the work queue`)];
+      case "action_attempt_failed":
+        return [what(`${kind.tool_name} attempt ${kind.attempt} failed: ${kind.error}`), kind.retryable ? h("div", { class: "muted" }, `retry in ${kind.delay_ms} ms`) : null];
+      case "circuit_changed":
+        return [what(`${kind.tool_name}: circuit ${typeof kind.state === "string" ? kind.state : json(kind.state)}`)];
+      case "action_completed":
+        return [h("div", {}, h("span", { class: "node" }, kind.observation.tool_name), kind.observation.is_error ? " failed:" : " returned:"), longText(kind.observation.content, kind.observation.is_error ? "error-text" : "")];
+      case "approval_requested":
+        return [what("waiting for a decision on:"), kind.calls.map(callLine)];
+      case "approval_decided": {
+        const decision = kind.decision;
+        return [
+          what(`${kind.tool_name} ${decision.decision} by ${kind.by}`),
+          decision.arguments ? h("div", {}, "with edited arguments ", h("code", {}, JSON.stringify(decision.arguments))) : null,
+          decision.reason ? h("div", {}, `reason: ${decision.reason}`) : null,
+          kind.remaining ? h("div", { class: "muted" }, `${kind.remaining} call(s) still waiting`) : null,
+        ];
+      }
+      case "strategy":
+        return strategyDetail(kind);
+      case "response_refused":
+        return [what(kind.reason)];
+      case "repeated_call_answered":
+        return [what(`${kind.tool_name} repeats call ${kind.earlier_call_id}; its earlier result was given again`)];
+      case "finish_rejected":
+        return [what(kind.reason), longText(kind.details, "muted")];
+      case "finished":
+        return [what("answer:"), longText(kind.answer)];
+      case "resumed":
+      case "queued":
+        return [what(kind.reason)];
+      case "forked":
+        return [h("div", {}, "forked from ", sessionLink(kind.parent), ` at event ${kind.at}`)];
+      case "cancelled":
+        return [what(kind.reason)];
+      case "failed":
+        return [what(`${kind.exit_reason}${kind.budget ? ` (${kind.budget})` : ""}`), kind.error ? longText(kind.error, "error-text") : null];
+      default:
+        return [h("pre", {}, json(kind))];
+    }
+  }
+
+  function strategyDetail(kind) {
+    const data = kind.data || {};
+    const head = h("div", { class: "what" }, `${kind.strategy}: ${kind.name.replace(/_/g, " ")}`);
+    if (kind.name === "plan_created" && Array.isArray(data.steps)) {
+      return [head, h("ol", { class: "plan" }, data.steps.map((step) => h("li", {}, step.goal, step.tool ? h("span", { class: "muted" }, ` (${step.tool})`) : null)))];
+    }
+    if ((kind.name === "step_completed" || kind.name === "step_failed") && typeof data.index === "number") {
+      return [h("div", { class: "what" }, `plan step ${data.index + 1} ${kind.name === "step_completed" ? "done" : "failed"}`), longText(data.result !== undefined ? (typeof data.result === "string" ? data.result : json(data.result)) : data.error || "")];
+    }
+    if (kind.name === "dag_started" && Array.isArray(data.nodes)) {
+      return [h("div", { class: "what" }, "DAG started with nodes"), h("div", {}, data.nodes.map((node, index) => [index ? ", " : "", h("span", { class: "node" }, node)]))];
+    }
+    if ((kind.name === "node_completed" || kind.name === "node_failed") && data.node) {
+      const output = data.output !== undefined ? data.output : data.error;
+      return [h("div", {}, "DAG node ", h("span", { class: "node" }, data.node), kind.name === "node_completed" ? " completed" : " failed"), output !== undefined ? longText(typeof output === "string" ? output : json(output)) : null];
+    }
+    return [head, longText(json(data), "muted")];
+  }
+
+  function isErrorEvent(kind) {
+    return (
+      kind.type === "failed" ||
+      kind.type === "model_output_rejected" ||
+      kind.type === "response_refused" ||
+      kind.type === "finish_rejected" ||
+      kind.type === "action_attempt_failed" ||
+      (kind.type === "action_completed" && kind.observation.is_error) ||
+      (kind.type === "strategy" && /failed$/.test(kind.name))
+    );
+  }
+
+  function sessionView(id) {
+    let stopped = false;
+    let stream = null;
+    let refreshTimer = 0;
+    let current = null;
+    let folded = "queued";
+    let step = 0;
+    let lastKind = "";
+    const seen = new Set();
+    const openForms = new Map();
+
+    const title = h("h1", {}, "Session");
+    const statusBox = h("span", { "aria-live": "polite" });
+    const liveBox = h("span", { class: "live", "aria-live": "polite" }, "connecting…");
+    const problem = h("p", { class: "alert", role: "alert" });
+    const facts = h("dl", { class: "facts" });
+    const actions = h("div", { class: "actions" });
+    const notice = h("div");
+    const result = h("div");
+    const pendingBox = h("section", { "aria-label": "Calls waiting for a decision" });
+    const timeline = h(
+      "ol",
+      { class: "timeline", "aria-label": "Events" },
+      h("li", { class: "head", "aria-hidden": "true" }, h("span", {}, "seq"), h("span", {}, "time"), h("span", {}, "step"), h("span", {}, "event"), h("span", {}, "detail"), h("span", {}, "")),
+    );
+
+    main.append(
+      h("p", {}, h("a", { href: "#/" }, "← All sessions")),
+      h("div", { class: "session-head" }, title, statusBox, liveBox),
+      problem,
+      notice,
+      facts,
+      actions,
+      result,
+      pendingBox,
+      h("h2", {}, "Timeline"),
+      timeline,
+    );
+
+    const forkedFrom = sessionStorage.getItem(`forked:${id}`);
+    if (forkedFrom) {
+      const [parent, at] = JSON.parse(forkedFrom);
+      notice.replaceChildren(
+        h("div", { class: "notice", role: "status" }, "This session is a fork of ", sessionLink(parent), ` at event ${at}. Continue it to run from there.`),
+      );
+    }
+
+    function sessionLink(other) {
+      return h("a", { href: `#/sessions/${encodeURIComponent(other)}`, class: "mono" }, other);
+    }
+
+    function fact(label, value) {
+      return h("div", {}, h("dt", {}, label), h("dd", {}, value));
+    }
+
+    function renderHead(session) {
+      title.textContent = session.task;
+      statusBox.replaceChildren(badge(session.status));
+      const usage = session.usage || {};
+      facts.replaceChildren(
+        fact("Session", h("span", { class: "mono" }, session.session_id)),
+        fact("Model", session.model || "—"),
+        fact("Strategy", session.strategy),
+        fact("Created", localTime(session.created_at, true)),
+        fact("Updated", localTime(session.updated_at, true)),
+        fact("Steps", String(session.steps_used)),
+        fact("Tokens (in / out)", `${usage.input_tokens || 0} / ${usage.output_tokens || 0}`),
+        fact("Calls (model / tool)", `${usage.model_calls || 0} / ${usage.tool_calls || 0}`),
+      );
+      renderActions(session);
+      renderResult(session);
+      renderPending(session);
+    }
+
+    function renderActions(session) {
+      const buttons = [];
+      if (!ENDED.has(session.status)) {
+        buttons.push(h("button", { type: "button", class: "danger", id: "cancel", onclick: cancel }, "Cancel session"));
+      }
+      if (lastKind === "forked" && !ENDED.has(session.status)) {
+        buttons.push(h("button", { type: "button", class: "primary", id: "continue", onclick: resume }, "Continue from the fork"));
+      }
+      actions.replaceChildren(...buttons);
+    }
+
+    function renderResult(session) {
+      const run = session.result;
+      if (!run || !ENDED.has(session.status)) {
+        result.replaceChildren();
+        return;
+      }
+      result.replaceChildren(
+        h(
+          "section",
+          { class: `result ${session.status}`, "aria-label": "Result" },
+          h("h2", {}, session.status === "finished" ? "Answer" : "Ended"),
+          run.answer ? longText(run.answer) : null,
+          h("div", { class: "muted" }, `exit reason ${run.exit_reason}`, run.budget ? ` (${run.budget})` : ""),
+          run.error ? h("div", { class: "error-text" }, run.error) : null,
+        ),
+      );
+    }
+
+    function renderPending(session) {
+      const pending = session.status === "awaiting_approval" ? session.pending : [];
+      const ids = new Set(pending.map((call) => call.id));
+      for (const key of openForms.keys()) if (!ids.has(key)) openForms.delete(key);
+      const existing = new Map([...pendingBox.querySelectorAll("[data-call]")].map((node) => [node.dataset.call, node]));
+      if (pending.length === 0) {
+        pendingBox.replaceChildren();
+        return;
+      }
+      const cards = pending.map((call) => existing.get(call.id) || pendingCard(session, call));
+      pendingBox.replaceChildren(h("h2", {}, `Waiting for a decision (${pending.length})`), ...cards);
+    }
+
+    function pendingCard(session, call) {
+      const spec = (session.tools || []).find((tool) => tool.name === call.tool_name);
+      const message = h("div", { class: "alert", role: "alert" });
+      const formBox = h("div");
+      const card = h(
+        "article",
+        { class: "pending", "data-call": call.id, "aria-label": `Call ${call.tool_name}` },
+        h("h3", {}, h("span", { class: "node" }, call.tool_name), h("span", { class: "muted mono" }, ` ${call.id}`)),
+        h("pre", {}, json(call.arguments)),
+        h(
+          "div",
+          { class: "actions" },
+          h("button", { type: "button", class: "primary", onclick: () => decide(call, "approve", {}, message) }, "Approve"),
+          h("button", { type: "button", onclick: () => showEdit() }, "Edit"),
+          h("button", { type: "button", class: "danger", onclick: () => showDeny() }, "Deny"),
+        ),
+        message,
+        formBox,
+      );
+
+      function showDeny() {
+        const fieldId = `reason-${call.id}`;
+        const reason = h("textarea", { id: fieldId, rows: 2, "aria-required": "true" });
+        formBox.replaceChildren(
+          h(
+            "form",
+            {
+              onsubmit: (event) => {
+                event.preventDefault();
+                if (!reason.value.trim()) {
+                  message.textContent = "Say why the call is denied; the model receives the reason.";
+                  reason.focus();
+                  return;
+                }
+                decide(call, "deny", { reason: reason.value.trim() }, message);
+              },
+            },
+            h("label", { for: fieldId }, "Reason (the model receives it)"),
+            reason,
+            h("div", { class: "actions" }, h("button", { type: "submit", class: "danger" }, "Deny call")),
+          ),
+        );
+        reason.focus();
+      }
+
+      function showEdit() {
+        const fieldId = `arguments-${call.id}`;
+        const editor = h("textarea", { id: fieldId, rows: 8, spellcheck: "false", "aria-describedby": `${fieldId}-check` });
+        editor.value = json(call.arguments);
+        const verdict = h("div", { id: `${fieldId}-check`, class: "hint", "aria-live": "polite" });
+        const send = h("button", { type: "submit", class: "primary" }, "Approve with these arguments");
+        const validate = () => {
+          let value;
+          try {
+            value = JSON.parse(editor.value);
+          } catch (err) {
+            verdict.className = "alert";
+            verdict.textContent = `Not JSON: ${err.message}`;
+            send.disabled = true;
+            return null;
+          }
+          if (typeOf(value) !== "object") {
+            verdict.className = "alert";
+            verdict.textContent = "The arguments must be a JSON object.";
+            send.disabled = true;
+            return null;
+          }
+          const errors = spec ? schemaErrors(spec.input_schema, value) : [];
+          if (errors.length > 0) {
+            verdict.className = "alert";
+            verdict.textContent = `Does not fit the tool's schema: ${errors.join("; ")}`;
+            send.disabled = true;
+            return null;
+          }
+          verdict.className = "hint";
+          verdict.textContent = spec ? "Fits the tool's schema." : "Valid JSON; the server checks it against the tool's schema.";
+          send.disabled = false;
+          return value;
+        };
+        editor.addEventListener("input", validate);
+        formBox.replaceChildren(
+          h(
+            "form",
+            {
+              onsubmit: (event) => {
+                event.preventDefault();
+                const value = validate();
+                if (value !== null) decide(call, "approve", { arguments: value }, message);
+              },
+            },
+            h("label", { for: fieldId }, "Arguments (JSON)"),
+            editor,
+            verdict,
+            h("div", { class: "actions" }, send),
+          ),
+        );
+        validate();
+        editor.focus();
+      }
+
+      return card;
+    }
+
+    async function decide(call, verb, body, message) {
+      message.textContent = "";
+      const buttons = [...pendingBox.querySelectorAll(`[data-call="${CSS.escape(call.id)}"] button`)];
+      buttons.forEach((button) => { button.disabled = true; });
+      try {
+        await api(`v1/sessions/${encodeURIComponent(id)}/${verb}`, { method: "POST", body: { call: call.id, ...body } });
+        toast(verb === "approve" ? `Approved ${call.tool_name}.` : `Denied ${call.tool_name}.`);
+        scheduleRefresh(0);
+      } catch (err) {
+        message.textContent = err.status === 422 ? `The server refused the arguments: ${err.message}` : err.message;
+        buttons.forEach((button) => { button.disabled = false; });
+      }
+    }
+
+    async function cancel() {
+      if (!window.confirm("Cancel this session? Nothing runs after a cancel.")) return;
+      try {
+        await api(`v1/sessions/${encodeURIComponent(id)}/cancel`, { method: "POST" });
+        toast("Cancelled.");
+        scheduleRefresh(0);
+      } catch (err) {
+        problem.textContent = `Cannot cancel: ${err.message}`;
+      }
+    }
+
+    async function resume() {
+      try {
+        const answer = await api(`v1/sessions/${encodeURIComponent(id)}/resume`, { method: "POST" });
+        toast(answer.status === "queued" ? "Queued for a worker." : `Nothing to continue: ${statusLabel(answer.status)}.`);
+        sessionStorage.removeItem(`forked:${id}`);
+        notice.replaceChildren();
+        scheduleRefresh(0);
+        if (stream === null || liveBox.dataset.state === "ended") startStream();
+      } catch (err) {
+        problem.textContent = `Cannot continue: ${err.message}`;
+      }
+    }
+
+    async function fork(seq, button) {
+      button.disabled = true;
+      try {
+        const forked = await api(`v1/sessions/${encodeURIComponent(id)}/fork`, { method: "POST", body: { at: seq } });
+        sessionStorage.setItem(`forked:${forked.session_id}`, JSON.stringify([forked.parent, forked.at]));
+        toast(`Forked at event ${forked.at}.`);
+        location.hash = `#/sessions/${encodeURIComponent(forked.session_id)}`;
+      } catch (err) {
+        problem.textContent = `Cannot fork: ${err.message}`;
+        button.disabled = false;
+      }
+    }
+
+    function addEvent(event) {
+      if (seen.has(event.seq)) return;
+      seen.add(event.seq);
+      const kind = event.kind;
+      if (kind.type === "model_requested") step = kind.step;
+      lastKind = kind.type;
+      const before = folded;
+      folded = statusAfter(kind, folded);
+      const transition = folded !== before || kind.type === "session_started" ? h("div", { class: "transition" }, `→ ${statusLabel(folded)}`) : null;
+      const forkButton = h("button", { type: "button", class: "small", "aria-label": `Fork at event ${event.seq}`, onclick: (e) => fork(event.seq, e.currentTarget) }, "Fork");
+      timeline.append(
+        h(
+          "li",
+          { class: isErrorEvent(kind) ? "error" : "", "data-seq": event.seq, "data-kind": kind.type, "data-step": step || null },
+          h("span", { class: "seq" }, event.seq),
+          h("span", { class: "time", title: new Date(event.at).toISOString() }, localTime(event.at, false)),
+          h("span", { class: "step" }, step ? step : ""),
+          h("span", { class: "kind" }, kind.type === "strategy" ? `strategy · ${kind.name}` : kind.type, transition),
+          h("div", { class: "detail" }, describe(kind, sessionLink)),
+          h("span", { class: "fork" }, forkButton),
+        ),
+      );
+    }
+
+    async function refresh() {
+      try {
+        const session = await api(`v1/sessions/${encodeURIComponent(id)}`);
+        if (stopped) return;
+        current = session;
+        problem.textContent = "";
+        renderHead(session);
+      } catch (err) {
+        if (stopped || err.status === 401) return;
+        problem.textContent = err.status === 404 ? `No session has the id ${id}.` : `Cannot read the session: ${err.message}`;
+      }
+    }
+
+    function scheduleRefresh(ms) {
+      clearTimeout(refreshTimer);
+      refreshTimer = setTimeout(refresh, ms);
+    }
+
+    function startStream() {
+      if (stream) stream.stop();
+      stream = followStream(`v1/sessions/${encodeURIComponent(id)}/events`, {
+        lastId: Math.max(0, ...seen),
+        onEvent: (message) => {
+          if (message.event === "error") {
+            try {
+              problem.textContent = `The stream stopped: ${JSON.parse(message.data).error.message}`;
+            } catch {
+              problem.textContent = "The stream stopped.";
+            }
+            return;
+          }
+          try {
+            addEvent(JSON.parse(message.data));
+          } catch (err) {
+            problem.textContent = `An event could not be read: ${err.message}`;
+          }
+          scheduleRefresh(150);
+        },
+        onState: (state, detail) => {
+          liveBox.dataset.state = state;
+          liveBox.className = `live ${state === "live" ? "on" : state === "reconnecting" ? "off" : ""}`;
+          liveBox.textContent = { live: "live", reconnecting: "reconnecting…", ended: "ended", error: "stream error" }[state];
+          if (state === "error" && detail) problem.textContent = detail;
+          if (state === "ended" || state === "live") scheduleRefresh(0);
+        },
+        shouldReconnect: () => !(current && ENDED.has(current.status)) && !ENDED.has(folded),
+      });
+    }
+
+    refresh();
+    startStream();
+    main.focus();
+    return {
+      stop() {
+        stopped = true;
+        clearTimeout(refreshTimer);
+        if (stream) stream.stop();
+      },
+    };
+  }
+
+  window.addEventListener("hashchange", route);
+  route();
+})();

@@ -12,10 +12,11 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::error::ApiError;
+use crate::ui;
 
 /// Paths served without a token: they hold no data (the health check and the
 /// web page's files).
-pub const OPEN_PATHS: &[&str] = &["/healthz", "/", "/ui/app.css", "/ui/app.js"];
+pub const OPEN_PATHS: &[&str] = &["/healthz", ui::PAGE, ui::STYLES, ui::SCRIPT];
 
 /// The fewest characters a configured token may have.
 pub const MIN_TOKEN_LEN: usize = 16;

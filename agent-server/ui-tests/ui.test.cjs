@@ -73,6 +73,16 @@ async function apiCall(method, route, body) {
   return JSON.parse(text);
 }
 
+/** A calculator session whose call waits for approval, created over the API. */
+function createApprovalSession(task) {
+  return apiCall("POST", "/v1/sessions", {
+    task,
+    model: "scripted:examples/scripts/calculator.json",
+    tools: ["calculator"],
+    approve_tools: ["calculator"],
+  });
+}
+
 async function newPage(options = {}) {
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, ...options });
   const page = await context.newPage();
@@ -144,12 +154,7 @@ test("a wrong token is rejected and nothing but the form is shown", async () => 
 test("a session that needs approval appears live, survives a server restart, is approved with edited arguments and finishes", async () => {
   const page = await newPage();
   await logIn(page);
-  const created = await apiCall("POST", "/v1/sessions", {
-    task: "What is 12 times 7?",
-    model: "scripted:examples/scripts/calculator.json",
-    tools: ["calculator"],
-    approve_tools: ["calculator"],
-  });
+  const created = await createApprovalSession("What is 12 times 7?");
   const row = page.locator(`tr[data-session="${created.session_id}"]`);
   await row.locator(".badge", { hasText: "awaiting approval" }).waitFor({ timeout: WAIT });
   await shot(page, "sessions");
@@ -208,15 +213,10 @@ test("a session that needs approval appears live, survives a server restart, is 
   await page.context().close();
 });
 
-test("a deny needs a reason, which the model receives", async () => {
+test("a deny needs a reason, and the denied call never runs", async () => {
   const page = await newPage();
   await logIn(page);
-  const created = await apiCall("POST", "/v1/sessions", {
-    task: "What is 12 times 7, denied?",
-    model: "scripted:examples/scripts/calculator.json",
-    tools: ["calculator"],
-    approve_tools: ["calculator"],
-  });
+  const created = await createApprovalSession("What is 12 times 7, denied?");
   await page.goto(`${base}/#/sessions/${created.session_id}`);
   const card = page.locator("article.pending");
   await card.waitFor({ timeout: WAIT });

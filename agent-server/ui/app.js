@@ -673,7 +673,6 @@
     let step = 0;
     let lastKind = "";
     const seen = new Set();
-    const openForms = new Map();
 
     const title = h("h1", {}, "Session");
     const statusBox = h("span", { "aria-live": "polite" });
@@ -769,8 +768,6 @@
 
     function renderPending(session) {
       const pending = session.status === "awaiting_approval" ? session.pending : [];
-      const ids = new Set(pending.map((call) => call.id));
-      for (const key of openForms.keys()) if (!ids.has(key)) openForms.delete(key);
       const existing = new Map([...pendingBox.querySelectorAll("[data-call]")].map((node) => [node.dataset.call, node]));
       if (pending.length === 0) {
         pendingBox.replaceChildren();

@@ -396,6 +396,12 @@ pub struct RunFlags {
     /// tool already returned (by default it gets that result back instead).
     #[arg(long)]
     pub allow_repeated_calls: bool,
+    /// What history each model request holds: `keep-all` (default), `last:N`
+    /// (the last N turns), `window:TOKENS` (the newest turns that fit) or
+    /// `summarise:TOKENS[:KEEP]` (past TOKENS, the model summarises the oldest
+    /// turns, keeping the last KEEP, default 4).
+    #[arg(long, value_name = "POLICY")]
+    pub context: Option<String>,
     /// CPU threads of a local model (default 2).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub threads: Option<u32>,
@@ -443,6 +449,7 @@ impl RunFlags {
             tool_timeout_secs: self.tool_timeout,
             tool_retries: self.tool_retries,
             allow_repeated_calls: self.allow_repeated_calls.then_some(true),
+            context: self.context.clone(),
             threads: self.threads,
             temperature: self.temperature,
             trace: self.trace.clone(),

@@ -79,7 +79,7 @@ impl Progress {
         status.step = step;
         let now = Instant::now();
         match &event.kind {
-            EventKind::ModelRequested { step } => {
+            EventKind::ModelRequested { step, .. } => {
                 status.step = *step;
                 status.doing = Some(("thinking".into(), now));
             }

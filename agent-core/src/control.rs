@@ -269,7 +269,10 @@ mod tests {
                 strategy: "react".into(),
                 config: json!({}),
             },
-            EventKind::ModelRequested { step: 1 },
+            EventKind::ModelRequested {
+                step: 1,
+                context_tokens: None,
+            },
             EventKind::ModelResponded {
                 actions: vec![Action::ToolCall(call.clone())],
                 usage: Usage::default(),
@@ -279,7 +282,10 @@ mod tests {
             EventKind::ActionCompleted {
                 observation: Observation::success(&call, "1"),
             },
-            EventKind::ModelRequested { step: 2 },
+            EventKind::ModelRequested {
+                step: 2,
+                context_tokens: None,
+            },
         ]);
         let store = MemoryStore::new();
         store

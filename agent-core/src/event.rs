@@ -93,6 +93,10 @@ pub enum EventKind {
     ModelRequested {
         /// The step this request is for.
         step: u32,
+        /// Input tokens of the request as the session's context policy counted
+        /// them; absent without a policy.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context_tokens: Option<u64>,
     },
     /// The model answered with usable actions.
     ModelResponded {
@@ -111,6 +115,22 @@ pub enum EventKind {
         /// What was wrong, as the model will be told.
         error: String,
         /// Tokens this call consumed.
+        usage: Usage,
+    },
+    /// The oldest turns of the history were replaced by a summary the model wrote
+    /// (not a step; it counts as a model call and its tokens count).
+    ContextCompacted {
+        /// The first seq whose history the summary replaces.
+        from_seq: u64,
+        /// The last seq whose history the summary replaces.
+        to_seq: u64,
+        /// The summary, which the model sees in place of those turns.
+        summary: String,
+        /// Tokens of the request before the summary, as the policy counts them.
+        tokens_before: u64,
+        /// Tokens of the request after it.
+        tokens_after: u64,
+        /// Tokens the summary request consumed.
         usage: Usage,
     },
     /// A model layer retried after a transient failure (not a step).
@@ -265,6 +285,7 @@ impl EventKind {
             Self::ModelRequested { .. } => "model_requested",
             Self::ModelResponded { .. } => "model_responded",
             Self::ModelOutputRejected { .. } => "model_output_rejected",
+            Self::ContextCompacted { .. } => "context_compacted",
             Self::ModelRetried { .. } => "model_retried",
             Self::ActionDispatched { .. } => "action_dispatched",
             Self::ActionsQueued { .. } => "actions_queued",

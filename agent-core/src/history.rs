@@ -37,4 +37,10 @@ pub enum HistoryItem {
         /// The message, sent as a user message.
         message: String,
     },
+    /// Earlier turns in brief: a summary a context policy put in their place, or
+    /// a note that older turns are not shown. Sent as a user message.
+    Summary {
+        /// The summary.
+        text: String,
+    },
 }

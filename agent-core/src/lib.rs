@@ -12,6 +12,7 @@
 mod budget;
 mod call;
 mod cancel;
+mod context;
 mod control;
 mod engine;
 mod error;
@@ -38,6 +39,10 @@ mod types;
 pub use budget::{Budgets, DEFAULT_MAX_STEPS, Exhausted, WallTime};
 pub use call::{CallObserver, Timed, call_result_event};
 pub use cancel::Cancellation;
+pub use context::{
+    Compaction, ContextInput, ContextPolicy, EstimatedTokens, TOKENS_PER_MESSAGE, TokenCounter,
+    digest, item_tokens, items_tokens, turns,
+};
 pub use control::{ControlError, Fork, cancel_session, decide_approval, fork_session};
 pub use engine::{
     DEFAULT_LEASE_RENEWAL, DEFAULT_LEASE_TTL, Drive, Engine, EngineBuilder, INTERRUPTED,
@@ -50,7 +55,9 @@ pub use guard::{Checkpoint, Deadline, Guard, GuardContext, Verdict};
 pub use history::HistoryItem;
 pub use id::new_session_id;
 pub use layer::{CircuitState, IgnoreReports, Layer, LayerObserver, RetryNotice, Stack};
-pub use model::{Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse};
+pub use model::{
+    CallPurpose, Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse,
+};
 pub use queue::{
     ActionClaim, QueueView, QueuedAction, QueuedActionView, QueuedSessionView, SessionClaim,
     WorkQueue,

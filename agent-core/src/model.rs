@@ -7,6 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::cancel::Cancellation;
+use crate::context::TokenCounter;
 use crate::history::HistoryItem;
 use crate::layer::{IgnoreReports, LayerObserver};
 use crate::types::{Action, ToolSpec, Usage};
@@ -42,6 +43,22 @@ pub struct ModelContext {
     pub observer: Arc<dyn LayerObserver>,
     /// Raised when the engine gives up on this call.
     pub cancel: Cancellation,
+    /// What the call is for: a step, or a summary a context policy asked for.
+    pub purpose: CallPurpose,
+}
+
+/// What a model call is for. A positional model (scripted, replay) answers a
+/// summary from its own list, so summaries never shift the responses of steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallPurpose {
+    /// The next decision of step [`ModelContext::step`].
+    Step,
+    /// A summary of the oldest turns of the history, which the request holds;
+    /// the answer is a finish whose text is the summary.
+    Summary {
+        /// Which summary of the session this is, 1-based.
+        index: u32,
+    },
 }
 
 impl ModelContext {
@@ -52,6 +69,7 @@ impl ModelContext {
             step,
             observer: Arc::new(IgnoreReports),
             cancel: Cancellation::new(),
+            purpose: CallPurpose::Step,
         }
     }
 }
@@ -61,6 +79,7 @@ impl std::fmt::Debug for ModelContext {
         f.debug_struct("ModelContext")
             .field("session_id", &self.session_id)
             .field("step", &self.step)
+            .field("purpose", &self.purpose)
             .field("cancelled", &self.cancel.is_cancelled())
             .finish()
     }
@@ -128,6 +147,12 @@ pub trait Model: Send + Sync {
     fn identity(&self) -> ModelIdentity {
         ModelIdentity::default()
     }
+
+    /// The model's own tokenizer, where it is known (context policies count
+    /// with it; without one they estimate). Layers pass it through.
+    fn token_counter(&self) -> Option<Arc<dyn TokenCounter>> {
+        None
+    }
 }
 
 /// Who a model call goes to, as telemetry names it.
@@ -168,5 +193,9 @@ impl<M: Model + ?Sized> Model for Arc<M> {
 
     fn identity(&self) -> ModelIdentity {
         (**self).identity()
+    }
+
+    fn token_counter(&self) -> Option<Arc<dyn TokenCounter>> {
+        (**self).token_counter()
     }
 }

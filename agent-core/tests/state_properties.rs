@@ -65,7 +65,7 @@ fn kind() -> impl Strategy<Value = EventKind> {
             strategy: "react".into(),
             config: json!({}),
         }),
-        200 => (0u32..4).prop_map(|step| EventKind::ModelRequested { step }),
+        200 => (0u32..4).prop_map(|step| EventKind::ModelRequested { step, context_tokens: None }),
         200 => (prop::collection::vec(action(), 0..3), usage()).prop_map(|(actions, usage)| {
             EventKind::ModelResponded { actions, usage, text: None }
         }),

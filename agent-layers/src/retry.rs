@@ -157,6 +157,10 @@ impl Model for RetryService<dyn Model> {
         self.inner.identity()
     }
 
+    fn token_counter(&self) -> Option<std::sync::Arc<dyn agent_core::TokenCounter>> {
+        self.inner.token_counter()
+    }
+
     async fn complete(
         &self,
         request: &ModelRequest,

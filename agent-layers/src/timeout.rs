@@ -55,6 +55,10 @@ impl Model for TimeoutService<dyn Model> {
         self.inner.identity()
     }
 
+    fn token_counter(&self) -> Option<std::sync::Arc<dyn agent_core::TokenCounter>> {
+        self.inner.token_counter()
+    }
+
     async fn complete(
         &self,
         request: &ModelRequest,

@@ -111,6 +111,13 @@ pub fn messages_request(model: &str, request: &ModelRequest) -> Value {
                     json!({"type": "text", "text": message}),
                 );
             }
+            HistoryItem::Summary { text } => {
+                push_block(
+                    &mut messages,
+                    "user",
+                    json!({"type": "text", "text": crate::summary_message(text)}),
+                );
+            }
         }
     }
     let mut body = json!({

@@ -8,10 +8,12 @@
 //! in the prompt (see [`WireFormat::TEXT_FALLBACK`]).
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Duration;
 
 use agent_core::{
     Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse, RetryNotice,
+    TokenCounter,
 };
 use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -47,6 +49,12 @@ pub trait WireFormat: Send + Sync + 'static {
 
     /// Our actions from a response (`text` is the body as received).
     fn parse(body: &Value, text: &str) -> Result<ModelResponse, ModelError>;
+
+    /// The tokenizer of `model`, where this provider's is known.
+    fn token_counter(model: &str) -> Option<Arc<dyn TokenCounter>> {
+        let _ = model;
+        None
+    }
 }
 
 /// A chat model reached over HTTP with wire format `W`.
@@ -144,6 +152,10 @@ impl<W: WireFormat> Model for HttpChatModel<W> {
 
     fn identity(&self) -> ModelIdentity {
         ModelIdentity::new(W::PROVIDER, self.config.model.as_str())
+    }
+
+    fn token_counter(&self) -> Option<Arc<dyn TokenCounter>> {
+        W::token_counter(&self.config.model)
     }
 }
 

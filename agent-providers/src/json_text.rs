@@ -155,6 +155,10 @@ impl<M: Model> Model for JsonText<M> {
     fn identity(&self) -> ModelIdentity {
         self.inner.identity()
     }
+
+    fn token_counter(&self) -> Option<std::sync::Arc<dyn agent_core::TokenCounter>> {
+        self.inner.token_counter()
+    }
 }
 
 #[cfg(test)]

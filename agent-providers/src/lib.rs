@@ -50,10 +50,16 @@ pub use json_text::{JsonText, text_request};
 pub use local::LocalModel;
 #[cfg(feature = "openai")]
 pub use openai::{
-    ChatCompletions, OPENAI_DEFAULT_BASE_URL, OpenAi, chat_request, parse_chat_response,
+    ChatCompletions, OPENAI_DEFAULT_BASE_URL, OpenAi, Tiktoken, chat_request, parse_chat_response,
 };
 #[cfg(feature = "replay")]
 pub use replay::ReplayModel;
 #[cfg(feature = "scripted")]
 pub use scripted::{ScriptError, ScriptedModel};
 pub use spec::{BadModelSpec, DEFAULT_LOCAL_MODEL_FILE, LocalOptions, ModelSpec};
+
+/// The user message a history summary is sent as, so the model knows it stands
+/// for earlier turns.
+pub fn summary_message(summary: &str) -> String {
+    format!("[Earlier turns, summarised]\n{summary}")
+}

@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use agent_core::{
-    HistoryItem, Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse,
-    Observation, Usage, is_repeated_call_answer,
+    EstimatedTokens, HistoryItem, Model, ModelContext, ModelError, ModelIdentity, ModelRequest,
+    ModelResponse, Observation, TokenCounter, Usage, is_repeated_call_answer,
 };
 use async_trait::async_trait;
 use llama_cpp_2::context::params::LlamaContextParams;
@@ -215,6 +215,38 @@ impl Model for LocalModel {
     fn identity(&self) -> ModelIdentity {
         ModelIdentity::new("llama.cpp", file_stem(&self.path))
     }
+
+    fn token_counter(&self) -> Option<Arc<dyn TokenCounter>> {
+        Some(Arc::new(GgufTokens {
+            path: self.path.clone(),
+        }))
+    }
+}
+
+/// Counts tokens with the GGUF file's own vocabulary (loading the weights on
+/// first use, as the first generation would); where they cannot be loaded it
+/// estimates, and the generation reports the load failure.
+struct GgufTokens {
+    path: PathBuf,
+}
+
+impl TokenCounter for GgufTokens {
+    fn name(&self) -> &str {
+        "gguf"
+    }
+
+    fn count(&self, text: &str) -> u64 {
+        match weights(&self.path) {
+            Ok(weights) => {
+                let tokens = weights
+                    .model
+                    .vocab()
+                    .tokenize(text.as_bytes(), false, false);
+                u64::try_from(tokens.len()).unwrap_or(u64::MAX)
+            }
+            Err(_) => EstimatedTokens.count(text),
+        }
+    }
 }
 
 /// Whether the latest observations (those after the last model turn) are all
@@ -242,6 +274,7 @@ fn chat_messages(request: &ModelRequest) -> Vec<(String, String)> {
         let (role, content) = match item {
             HistoryItem::AssistantText { text } => ("assistant", text.clone()),
             HistoryItem::Feedback { message } => ("user", message.clone()),
+            HistoryItem::Summary { text } => ("user", crate::summary_message(text)),
             HistoryItem::ToolCalls { calls, .. } => (
                 "assistant",
                 serde_json::to_string(calls).unwrap_or_default(),

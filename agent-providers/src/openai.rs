@@ -5,9 +5,11 @@
 //! `tool_calls`; each observation a `tool` message with the same `tool_call_id`;
 //! feedback a user message. A rejected response never appears.
 
+use std::sync::Arc;
+
 use agent_core::{
-    Action, Finish, HistoryItem, ModelError, ModelRequest, ModelResponse, ToolCall, Usage,
-    strict_json,
+    Action, Finish, HistoryItem, ModelError, ModelRequest, ModelResponse, TokenCounter, ToolCall,
+    Usage, strict_json,
 };
 use reqwest::header::{AUTHORIZATION, HeaderName};
 use serde_json::{Map, Value, json};
@@ -41,6 +43,48 @@ impl WireFormat for ChatCompletions {
     fn parse(body: &Value, _text: &str) -> Result<ModelResponse, ModelError> {
         parse_chat_response(body)
     }
+
+    fn token_counter(model: &str) -> Option<Arc<dyn TokenCounter>> {
+        Tiktoken::for_model(model).map(|counter| Arc::new(counter) as Arc<dyn TokenCounter>)
+    }
+}
+
+/// An OpenAI model's own tokenizer (`tiktoken`'s vocabularies, built into the
+/// binary), for models whose name says which one they use.
+#[derive(Clone)]
+pub struct Tiktoken {
+    bpe: &'static tiktoken_rs::CoreBPE,
+    name: String,
+}
+
+impl Tiktoken {
+    /// The tokenizer of `model` (`gpt-4o`, `o3-mini`, …), if the name is known.
+    pub fn for_model(model: &str) -> Option<Self> {
+        let tokenizer = tiktoken_rs::tokenizer::get_tokenizer(model)?;
+        let bpe = tiktoken_rs::bpe_for_tokenizer(tokenizer).ok()?;
+        Some(Self {
+            bpe,
+            name: format!("{tokenizer:?}"),
+        })
+    }
+}
+
+impl std::fmt::Debug for Tiktoken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tiktoken")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl TokenCounter for Tiktoken {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn count(&self, text: &str) -> u64 {
+        u64::try_from(self.bpe.count_ordinary(text)).unwrap_or(u64::MAX)
+    }
 }
 
 /// The exact Chat Completions request body for `request`.
@@ -71,6 +115,9 @@ pub fn chat_request(model: &str, request: &ModelRequest) -> Value {
             }),
             HistoryItem::AssistantText { text } => json!({"role": "assistant", "content": text}),
             HistoryItem::Feedback { message } => json!({"role": "user", "content": message}),
+            HistoryItem::Summary { text } => {
+                json!({"role": "user", "content": crate::summary_message(text)})
+            }
         });
     }
     let mut body = Map::new();

@@ -2,8 +2,8 @@
 //! in order, so a run can be re-executed deterministically without a provider.
 
 use agent_core::{
-    Action, Event, EventKind, Model, ModelContext, ModelError, ModelIdentity, ModelRequest,
-    ModelResponse,
+    Action, CallPurpose, Event, EventKind, Finish, Model, ModelContext, ModelError, ModelIdentity,
+    ModelRequest, ModelResponse, Usage,
 };
 use async_trait::async_trait;
 
@@ -23,6 +23,9 @@ enum Recorded {
 pub struct ReplayModel {
     source: String,
     responses: Vec<Recorded>,
+    /// The summaries the recorded session's context policy made, in order; the
+    /// n-th summary request is answered with the n-th.
+    summaries: Vec<(String, Usage)>,
 }
 
 impl ReplayModel {
@@ -51,9 +54,19 @@ impl ReplayModel {
                 _ => None,
             })
             .collect();
+        let summaries = events
+            .iter()
+            .filter_map(|event| match &event.kind {
+                EventKind::ContextCompacted { summary, usage, .. } => {
+                    Some((summary.clone(), *usage))
+                }
+                _ => None,
+            })
+            .collect();
         Self {
             source: source.into(),
             responses,
+            summaries,
         }
     }
 
@@ -65,6 +78,28 @@ impl ReplayModel {
     /// Whether nothing was recorded.
     pub fn is_empty(&self) -> bool {
         self.responses.is_empty()
+    }
+
+    /// The recorded summary number `index` (1-based), as a finish.
+    fn summary(&self, index: u32, step: u32) -> Result<ModelResponse, ModelError> {
+        let position = usize::try_from(index.saturating_sub(1)).unwrap_or(usize::MAX);
+        let Some((summary, usage)) = self.summaries.get(position) else {
+            return Err(self.diverged(
+                step,
+                format!(
+                    "summary {index} of the context was asked for, but the recorded session made {}; replay it with the --context it was recorded with",
+                    self.summaries.len()
+                ),
+            ));
+        };
+        Ok(ModelResponse {
+            actions: vec![Action::Finish(Finish {
+                answer: summary.clone(),
+            })],
+            usage: *usage,
+            text: None,
+            model: None,
+        })
     }
 
     fn diverged(&self, step: u32, why: String) -> ModelError {
@@ -88,6 +123,9 @@ impl Model for ReplayModel {
         request: &ModelRequest,
         ctx: &ModelContext,
     ) -> Result<ModelResponse, ModelError> {
+        if let CallPurpose::Summary { index } = ctx.purpose {
+            return self.summary(index, ctx.step);
+        }
         let index = usize::try_from(ctx.step.saturating_sub(1)).unwrap_or(usize::MAX);
         let Some(recorded) = self.responses.get(index) else {
             return Err(self.diverged(
@@ -124,7 +162,7 @@ impl Model for ReplayModel {
 mod tests {
     use std::sync::Arc;
 
-    use agent_core::{Finish, ToolCall, ToolSpec, Usage};
+    use agent_core::{ToolCall, ToolSpec};
     use serde_json::json;
 
     use super::*;
@@ -169,13 +207,19 @@ mod tests {
             arguments: json!({}),
         };
         let kinds = vec![
-            EventKind::ModelRequested { step: 1 },
+            EventKind::ModelRequested {
+                step: 1,
+                context_tokens: None,
+            },
             EventKind::ModelResponded {
                 actions: vec![Action::ToolCall(call)],
                 usage: Usage::default(),
                 text: None,
             },
-            EventKind::ModelRequested { step: 2 },
+            EventKind::ModelRequested {
+                step: 2,
+                context_tokens: None,
+            },
             EventKind::ModelOutputRejected {
                 raw: "oops".into(),
                 error: "not JSON".into(),

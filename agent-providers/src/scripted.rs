@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use agent_core::{
-    Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse, Usage,
+    Action, CallPurpose, Finish, Model, ModelContext, ModelError, ModelIdentity, ModelRequest,
+    ModelResponse, Usage, digest,
 };
 use async_trait::async_trait;
 use serde_json::Value;
@@ -36,6 +37,9 @@ pub enum ScriptError {
 }
 
 /// A model whose responses are written in advance; response `n` answers step `n`.
+/// A summary request (a context policy's) takes no response from the script: it
+/// is answered with a digest of the turns it summarises
+/// ([`digest`](agent_core::digest)).
 ///
 /// A string element is raw model text (it may be invalid on purpose); an object
 /// element is serialised as it is. Both are parsed with the wire format.
@@ -110,9 +114,19 @@ impl ScriptedModel {
 impl Model for ScriptedModel {
     async fn complete(
         &self,
-        _request: &ModelRequest,
+        request: &ModelRequest,
         ctx: &ModelContext,
     ) -> Result<ModelResponse, ModelError> {
+        if let CallPurpose::Summary { .. } = ctx.purpose {
+            return Ok(ModelResponse {
+                actions: vec![Action::Finish(Finish {
+                    answer: digest(&request.history),
+                })],
+                usage: Usage::default(),
+                text: None,
+                model: Some("script".into()),
+            });
+        }
         let index = usize::try_from(ctx.step.saturating_sub(1)).unwrap_or(usize::MAX);
         let Some(raw) = self.responses.get(index) else {
             return Err(ModelError::Internal {
@@ -148,7 +162,6 @@ impl Model for ScriptedModel {
 mod tests {
     use std::sync::Arc;
 
-    use agent_core::Action;
     use serde_json::json;
 
     use super::*;

@@ -55,6 +55,10 @@ fn default_trace_content() -> String {
     "summary".into()
 }
 
+fn default_context() -> String {
+    "keep-all".into()
+}
+
 /// Every setting of a session, as recorded in `SessionStarted.config`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionConfig {
@@ -122,6 +126,10 @@ pub struct SessionConfig {
     /// with the earlier result and a request to finish or change course.
     #[serde(default)]
     pub allow_repeated_calls: bool,
+    /// What history each model request holds (`--context`): `keep-all`,
+    /// `last:N`, `window:TOKENS` or `summarise:TOKENS[:KEEP]`.
+    #[serde(default = "default_context")]
+    pub context: String,
     /// Trace file (absolute), if any.
     #[serde(default)]
     pub trace: Option<PathBuf>,
@@ -188,6 +196,8 @@ pub struct RunOptions {
     pub tool_retries: Option<u32>,
     /// `--allow-repeated-calls`.
     pub allow_repeated_calls: Option<bool>,
+    /// `--context`.
+    pub context: Option<String>,
     /// `--threads`: CPU threads of a local model (folded into its spec).
     pub threads: Option<u32>,
     /// `--temperature`: sampling temperature of a local model (folded into its spec).
@@ -268,6 +278,12 @@ impl SessionConfig {
             allow_repeated_calls: options
                 .allow_repeated_calls
                 .unwrap_or(base.allow_repeated_calls),
+            context: match &options.context {
+                Some(spec) => agent_strategies::ContextSpec::parse(spec)
+                    .map_err(|err| ConfigError::new(err.to_string()))?
+                    .to_string(),
+                None => base.context.clone(),
+            },
             trace,
             trace_content: options
                 .trace_content
@@ -302,6 +318,7 @@ impl SessionConfig {
             tool_timeout_secs: default_tool_timeout(),
             tool_retries: DEFAULT_TOOL_RETRIES,
             allow_repeated_calls: false,
+            context: default_context(),
             trace: None,
             trace_content: default_trace_content(),
             confinement: None,
@@ -359,6 +376,7 @@ impl SessionConfig {
                 )));
             }
         }
+        self.context_spec()?;
         crate::tools::builtin_registry(self)?;
         Ok(())
     }
@@ -382,6 +400,12 @@ impl SessionConfig {
     /// The configuration as JSON, for `SessionStarted.config`.
     pub fn to_value(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or_default()
+    }
+
+    /// The session's context policy, as `--context` names it.
+    pub fn context_spec(&self) -> Result<agent_strategies::ContextSpec, ConfigError> {
+        agent_strategies::ContextSpec::parse(&self.context)
+            .map_err(|err| ConfigError::new(err.to_string()))
     }
 
     /// The session's budgets.

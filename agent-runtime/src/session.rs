@@ -1,11 +1,14 @@
 //! From a session configuration to a running engine: the model its spec names,
 //! its tools, its strategy (behind Human-in-the-Loop when any call may need
-//! approval), its budgets, its completion gate and its trace file.
+//! approval), its context policy, its budgets, its completion gate and its
+//! trace file.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::{Engine, EventSink, EventStore, ExecutionStrategy, Tool, Toolbox, WorkQueue};
+use agent_core::{
+    Engine, EstimatedTokens, EventSink, EventStore, ExecutionStrategy, Tool, Toolbox, WorkQueue,
+};
 use agent_strategies::{ApprovalPolicy, Hitl, PlanExecute, ReAct};
 use agent_tools::{CommandGate, DEFAULT_GATE_TIMEOUT};
 use agent_trace::{ContentMode, JsonlTrace};
@@ -88,6 +91,10 @@ impl Session {
             None => None,
         };
         let strategy = strategy(config, toolbox)?;
+        let counter = model
+            .token_counter()
+            .unwrap_or_else(|| Arc::new(EstimatedTokens));
+        let context = config.context_spec()?.policy(counter);
         let mut builder = Engine::builder(model, strategy)
             .store(store)
             .tools(toolbox.clone())
@@ -98,6 +105,9 @@ impl Session {
             .refuse_repeated_calls(!config.allow_repeated_calls);
         if let Some(queue) = options.queue {
             builder = builder.queue(queue);
+        }
+        if let Some(context) = context {
+            builder = builder.context(context);
         }
         if let Some(gate) = gate {
             builder = builder.completion_gate(Arc::new(gate));

@@ -58,7 +58,14 @@ fn started(session: &str) -> Event {
 }
 
 fn requested(session: &str, seq: u64) -> Event {
-    Event::new(session, seq, EventKind::ModelRequested { step: 1 })
+    Event::new(
+        session,
+        seq,
+        EventKind::ModelRequested {
+            step: 1,
+            context_tokens: None,
+        },
+    )
 }
 
 fn next<'a>(events: &'a [Event], expected: u64) -> Append<'a> {

@@ -53,7 +53,14 @@ fn started(session: &str) -> Event {
 }
 
 fn requested(session: &str, seq: u64) -> Event {
-    Event::new(session, seq, EventKind::ModelRequested { step: seq as u32 })
+    Event::new(
+        session,
+        seq,
+        EventKind::ModelRequested {
+            step: seq as u32,
+            context_tokens: None,
+        },
+    )
 }
 
 #[tokio::test]

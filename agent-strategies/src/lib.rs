@@ -6,6 +6,11 @@
 //! - `hitl`: [`Hitl`], wraps any strategy; calls its [`ApprovalPolicy`] marks wait
 //!   for a human decision.
 //! - `dag`: [`dag::Dag`], workflows on petgraph built with [`dag::DagBuilder`].
+//!
+//! Context policies ([`context`]), which decide what history each model request
+//! holds, compose with every strategy.
+
+pub mod context;
 
 #[cfg(feature = "dag")]
 pub mod dag;
@@ -16,6 +21,7 @@ mod plan_execute;
 #[cfg(feature = "react")]
 mod react;
 
+pub use context::{ContextSpec, ContextSpecError, KeepAll, LastTurns, Summarise, TokenWindow};
 #[cfg(feature = "dag")]
 pub use dag::{Dag, DagBuilder, DagError, Node};
 #[cfg(feature = "hitl")]

@@ -126,7 +126,10 @@ mod tests {
             arguments: json!({}),
         };
         let pending = state(vec![
-            EventKind::ModelRequested { step: 1 },
+            EventKind::ModelRequested {
+                step: 1,
+                context_tokens: None,
+            },
             responded(Action::ToolCall(call.clone())),
         ]);
         assert_eq!(
@@ -134,7 +137,10 @@ mod tests {
             Decision::Dispatch(vec![call])
         );
         let finishing = state(vec![
-            EventKind::ModelRequested { step: 1 },
+            EventKind::ModelRequested {
+                step: 1,
+                context_tokens: None,
+            },
             responded(Action::Finish(Finish {
                 answer: "42".into(),
             })),

@@ -62,6 +62,7 @@ fn requested(session: &str, seq: u64) -> Event {
         seq,
         EventKind::ModelRequested {
             step: u32::try_from(seq).unwrap_or(u32::MAX),
+            context_tokens: None,
         },
     )
 }

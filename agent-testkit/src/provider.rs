@@ -94,10 +94,24 @@ impl Received {
     }
 }
 
-#[derive(Debug, Default)]
+/// Decides the reply to one request from the request itself.
+pub type Responder = Box<dyn Fn(&Received) -> Reply + Send + Sync>;
+
+#[derive(Default)]
 struct Shared {
     replies: Mutex<VecDeque<Reply>>,
     received: Mutex<Vec<Received>>,
+    responder: Option<Responder>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("replies", &self.replies)
+            .field("received", &self.received)
+            .field("responder", &self.responder.is_some())
+            .finish()
+    }
 }
 
 /// A running fake provider; stops when dropped.
@@ -112,12 +126,30 @@ impl FakeProvider {
     /// Starts a server on a free loopback port that answers with `replies` in order
     /// (and with 500 once they run out).
     pub async fn start(replies: Vec<Reply>) -> std::io::Result<Self> {
+        Self::serve(Shared {
+            replies: Mutex::new(replies.into()),
+            ..Shared::default()
+        })
+        .await
+    }
+
+    /// Starts a server on a free loopback port that answers each request with
+    /// what `responder` makes of it (for conversations whose order of requests
+    /// is not known in advance).
+    pub async fn answering(
+        responder: impl Fn(&Received) -> Reply + Send + Sync + 'static,
+    ) -> std::io::Result<Self> {
+        Self::serve(Shared {
+            responder: Some(Box::new(responder)),
+            ..Shared::default()
+        })
+        .await
+    }
+
+    async fn serve(shared: Shared) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared {
-            replies: Mutex::new(replies.into()),
-            received: Mutex::new(Vec::new()),
-        });
+        let shared = Arc::new(shared);
         let state = Arc::clone(&shared);
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
@@ -188,18 +220,23 @@ async fn serve(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
         }
         body.extend_from_slice(buffer.get(..read).unwrap_or_default());
     }
+    let request = Received {
+        request_line,
+        headers,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    };
+    let answer = shared.responder.as_ref().map(|respond| respond(&request));
     if let Ok(mut received) = shared.received.lock() {
-        received.push(Received {
-            request_line,
-            headers,
-            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-        });
+        received.push(request);
     }
-    let reply = shared
-        .replies
-        .lock()
-        .ok()
-        .and_then(|mut replies| replies.pop_front())
+    let reply = answer
+        .or_else(|| {
+            shared
+                .replies
+                .lock()
+                .ok()
+                .and_then(|mut replies| replies.pop_front())
+        })
         .unwrap_or_else(|| Reply::status(500, r#"{"error":"no scripted reply left"}"#));
     tokio::time::sleep(reply.delay).await;
     if reply.reset {

@@ -8,7 +8,21 @@ use agent_core::{Action, EventKind};
 pub fn describe(kind: &EventKind) -> String {
     match kind {
         EventKind::SessionStarted { strategy, .. } => format!("strategy {strategy}"),
-        EventKind::ModelRequested { step } => format!("step {step}"),
+        EventKind::ModelRequested {
+            step,
+            context_tokens: Some(tokens),
+        } => format!("step {step} ({tokens} tokens of context)"),
+        EventKind::ModelRequested { step, .. } => format!("step {step}"),
+        EventKind::ContextCompacted {
+            from_seq,
+            to_seq,
+            summary,
+            tokens_before,
+            tokens_after,
+            ..
+        } => format!(
+            "compacted seq {from_seq}–{to_seq}: {tokens_before} → {tokens_after} tokens; summary: {summary}"
+        ),
         EventKind::ModelResponded { actions, .. } => actions
             .iter()
             .map(|action| match action {

@@ -69,6 +69,25 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
             lines.push(line("run_finished", Value::Object(fields)));
             lines
         }
+        EventKind::ContextCompacted {
+            from_seq,
+            to_seq,
+            summary,
+            tokens_before,
+            tokens_after,
+            usage,
+        } => vec![line(
+            "context_compacted",
+            json!({
+                "from_seq": from_seq,
+                "to_seq": to_seq,
+                "summary": mode.render(summary),
+                "tokens_before": tokens_before,
+                "tokens_after": tokens_after,
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+            }),
+        )],
         EventKind::ModelRetried {
             attempt,
             error,
@@ -351,6 +370,15 @@ mod tests {
         );
         assert_eq!(lines.len(), 1);
         assert_eq!(lines[0]["budget"], "wall_time");
-        assert!(lines_of(EventKind::ModelRequested { step: 1 }, ContentMode::Full).is_empty());
+        assert!(
+            lines_of(
+                EventKind::ModelRequested {
+                    step: 1,
+                    context_tokens: None
+                },
+                ContentMode::Full
+            )
+            .is_empty()
+        );
     }
 }

@@ -69,19 +69,20 @@
 //! ```
 
 pub use agent_core::{
-    Action, Append, ApprovalDecision, BudgetKind, Budgets, Cancellation, Checkpoint, CircuitState,
-    CompletionGate, ControlError, DEFAULT_LEASE_RENEWAL, DEFAULT_LEASE_TTL, DEFAULT_MAX_STEPS,
-    DEFAULT_SNAPSHOT_EVERY, Deadline, Decision, DuplicateTool, Durability, Engine, EngineBuilder,
-    EngineError, Event, EventKind, EventLog, EventSink, EventStore, ExecutionStrategy, Exhausted,
-    ExitReason, Finish, FinishGate, Fork, GateRefusal, Guard, GuardContext, HistoryItem,
-    INTERRUPTED, IgnoreReports, Layer, LayerObserver, LeaseStore, MemoryStore, Model, ModelCall,
-    ModelContext, ModelError, ModelRateLimit, ModelRequest, ModelResponse, Observation, PlanStep,
-    PublicStatus, RetryNotice, RunResult, RunUsage, SCHEMA_VERSION, SessionIndex, SessionState,
-    SessionSummary, SinkError, SnapshotStore, Stack, StateError, Status, Store, StoreError,
-    StrategyError, StrategyRecord, StrategyWork, Tool, ToolCall, ToolContext, ToolError,
-    ToolOutput, ToolSpec, Toolbox, UnknownBudget, UnknownStatus, Usage, Verdict, WallTime, Work,
-    WorkContext, WorkRecord, cancel_session, decide_approval, fork_session, load_state,
-    new_session_id, now_millis, snapshot_of, strict_json,
+    Action, Append, ApprovalDecision, BudgetKind, Budgets, CallPurpose, Cancellation, Checkpoint,
+    CircuitState, Compaction, CompletionGate, ContextInput, ContextPolicy, ControlError,
+    DEFAULT_LEASE_RENEWAL, DEFAULT_LEASE_TTL, DEFAULT_MAX_STEPS, DEFAULT_SNAPSHOT_EVERY, Deadline,
+    Decision, DuplicateTool, Durability, Engine, EngineBuilder, EngineError, EstimatedTokens,
+    Event, EventKind, EventLog, EventSink, EventStore, ExecutionStrategy, Exhausted, ExitReason,
+    Finish, FinishGate, Fork, GateRefusal, Guard, GuardContext, HistoryItem, INTERRUPTED,
+    IgnoreReports, Layer, LayerObserver, LeaseStore, MemoryStore, Model, ModelCall, ModelContext,
+    ModelError, ModelRateLimit, ModelRequest, ModelResponse, Observation, PlanStep, PublicStatus,
+    RetryNotice, RunResult, RunUsage, SCHEMA_VERSION, SessionIndex, SessionState, SessionSummary,
+    SinkError, SnapshotStore, Stack, StateError, Status, Store, StoreError, StrategyError,
+    StrategyRecord, StrategyWork, TokenCounter, Tool, ToolCall, ToolContext, ToolError, ToolOutput,
+    ToolSpec, Toolbox, UnknownBudget, UnknownStatus, Usage, Verdict, WallTime, Work, WorkContext,
+    WorkRecord, cancel_session, decide_approval, fork_session, load_state, new_session_id,
+    now_millis, snapshot_of, strict_json,
 };
 pub use agent_core::{
     ActionClaim, CallObserver, Drive, QueueView, QueuedAction, QueuedActionView, QueuedSessionView,

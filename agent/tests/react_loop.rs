@@ -514,7 +514,10 @@ async fn resume_reruns_idempotent_calls_and_reports_others_as_interrupted() {
             strategy: "react".into(),
             config: json!({}),
         },
-        EventKind::ModelRequested { step: 1 },
+        EventKind::ModelRequested {
+            step: 1,
+            context_tokens: None,
+        },
         EventKind::ModelResponded {
             actions: calls.iter().cloned().map(Action::ToolCall).collect(),
             usage: agent::Usage::default(),

@@ -353,6 +353,7 @@ async fn stopped_session(
         push(
             EventKind::ModelRequested {
                 step: u32::try_from(step)?,
+                context_tokens: None,
             },
             &mut state,
         )?;

@@ -26,6 +26,7 @@
 //! handled the same way, so no update is ever lost.
 
 mod commit;
+mod context_step;
 mod driver;
 mod lease;
 mod model_step;
@@ -41,6 +42,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::budget::{Budgets, WallTime};
+use crate::context::ContextPolicy;
 use crate::control::{ControlError, decide_approval};
 use crate::error::EngineError;
 use crate::event::{ApprovalDecision, Event, EventKind};
@@ -85,6 +87,7 @@ pub struct Engine {
     lease_renewal: Duration,
     snapshot_every: Option<u64>,
     queue: Option<Arc<dyn WorkQueue>>,
+    context: Option<Arc<dyn ContextPolicy>>,
 }
 
 /// How a [`Engine::drive`] ended.
@@ -189,6 +192,14 @@ impl EngineBuilder {
         self
     }
 
+    /// The policy that decides what history each model request holds (default:
+    /// none, so every request holds the whole history). A summary it asks for is
+    /// made with this engine's model and recorded before the next model call.
+    pub fn context(mut self, policy: Arc<dyn ContextPolicy>) -> Self {
+        self.engine.context = Some(policy);
+        self
+    }
+
     /// A gate every finish must pass; a refusal becomes feedback and the run goes
     /// on. It is the last guard asked.
     pub fn completion_gate(mut self, gate: Arc<dyn CompletionGate>) -> Self {
@@ -247,6 +258,7 @@ impl Engine {
                 lease_renewal: DEFAULT_LEASE_RENEWAL,
                 snapshot_every: Some(DEFAULT_SNAPSHOT_EVERY),
                 queue: None,
+                context: None,
             },
             budgets: Budgets::default(),
             guards: Vec::new(),

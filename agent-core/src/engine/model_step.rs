@@ -9,10 +9,11 @@ use std::sync::Arc;
 use super::driver::{Bounded, Driver, internal_failure};
 use super::reports::{ModelReports, Reports};
 use crate::cancel::Cancellation;
+use crate::context::ContextInput;
 use crate::error::EngineError;
 use crate::event::EventKind;
 use crate::guard::Checkpoint;
-use crate::model::{ModelContext, ModelError, ModelRequest, ModelResponse};
+use crate::model::{CallPurpose, ModelContext, ModelError, ModelRequest, ModelResponse};
 use crate::result::ExitReason;
 use crate::state::Status;
 use crate::store::Durability;
@@ -26,17 +27,41 @@ impl Driver<'_> {
         if !self.guarded(Checkpoint::ModelCall).await? || !self.flush(Durability::Full).await? {
             return Ok(());
         }
+        let engine = self.engine;
+        let tools = engine.tools.specs();
+        let (history, context_tokens) = match &engine.context {
+            Some(policy) => {
+                let task = self.state.task().to_owned();
+                let input = ContextInput {
+                    instructions: &call.instructions,
+                    task: &task,
+                    tools: &tools,
+                    history: &call.history,
+                };
+                if self.state.is_whole_history(&call.history)
+                    && let Some(compaction) = policy.compaction(&input)
+                {
+                    return self.compact(policy.as_ref(), &input, compaction).await;
+                }
+                let view = policy.view(&input);
+                let tokens = input.with_history(&view).tokens(policy.counter());
+                (view, Some(tokens))
+            }
+            None => (call.history, None),
+        };
         let step = self.state.steps_used() + 1;
-        self.record(EventKind::ModelRequested { step })?;
+        self.record(EventKind::ModelRequested {
+            step,
+            context_tokens,
+        })?;
         if self.state.status() != Status::Thinking {
             return Ok(());
         }
-        let engine = self.engine;
         let request = ModelRequest {
             instructions: call.instructions,
             task: self.state.task().to_owned(),
-            history: call.history,
-            tools: engine.tools.specs(),
+            history,
+            tools,
             max_output_tokens: engine.max_output_tokens,
         };
         let reports = Arc::new(Reports::default());
@@ -45,6 +70,7 @@ impl Driver<'_> {
             step,
             observer: Arc::new(ModelReports(Arc::clone(&reports))),
             cancel: Cancellation::new(),
+            purpose: CallPurpose::Step,
         };
         let span = telemetry::chat_span(self.state.session_id(), step, &engine.model.identity());
         if engine.record_content {
@@ -141,7 +167,11 @@ impl Driver<'_> {
 
 /// Records what a model call gave on its span: tokens and the answering model,
 /// or the error.
-fn record_chat(span: &Span, outcome: &Bounded<Result<ModelResponse, ModelError>>, content: bool) {
+pub(super) fn record_chat(
+    span: &Span,
+    outcome: &Bounded<Result<ModelResponse, ModelError>>,
+    content: bool,
+) {
     match outcome {
         Bounded::Done(Ok(response)) => {
             record_usage(span, response.usage);

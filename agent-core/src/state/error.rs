@@ -37,4 +37,14 @@ pub enum StateError {
         /// The call id it named.
         call_id: String,
     },
+    /// A compaction names a seq range that is not whole turns of the history.
+    #[error("context_compacted names seqs {from_seq}..={to_seq}, which {reason}")]
+    BadCompaction {
+        /// The first seq it names.
+        from_seq: u64,
+        /// The last seq it names.
+        to_seq: u64,
+        /// What is wrong with the range.
+        reason: &'static str,
+    },
 }

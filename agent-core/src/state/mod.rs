@@ -7,7 +7,7 @@ mod error;
 mod status;
 mod transition;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -89,6 +89,16 @@ pub struct SessionState {
     usage: RunUsage,
     calls_per_tool: BTreeMap<String, u64>,
     history: Arc<Vec<HistoryItem>>,
+    /// For each history item, the first seq whose facts it holds (a summary: the
+    /// first seq it replaced); never decreasing.
+    #[serde(default)]
+    history_seqs: Vec<u64>,
+    /// Ids of every call the model proposed, kept when a summary replaces them.
+    #[serde(default)]
+    call_ids: BTreeSet<String>,
+    /// Summaries recorded so far.
+    #[serde(default)]
+    compactions: u32,
     turn: Vec<TurnCall>,
     proposed_finish: Option<String>,
     #[serde(default)]
@@ -121,6 +131,9 @@ impl SessionState {
             usage: RunUsage::default(),
             calls_per_tool: BTreeMap::new(),
             history: Arc::new(Vec::new()),
+            history_seqs: Vec::new(),
+            call_ids: BTreeSet::new(),
+            compactions: 0,
             turn: Vec::new(),
             proposed_finish: None,
             proposed_plan: None,
@@ -275,13 +288,29 @@ impl SessionState {
             .collect()
     }
 
-    /// Whether `call_id` names a call of this session's past or current turns.
+    /// Whether `call_id` names a call of this session's past or current turns
+    /// (summarised ones included).
     pub fn knows_call(&self, call_id: &str) -> bool {
-        self.turn.iter().any(|p| p.call.id == call_id)
-            || self.history.iter().any(|item| match item {
-                HistoryItem::ToolCalls { calls, .. } => calls.iter().any(|c| c.id == call_id),
-                _ => false,
-            })
+        self.call_ids.contains(call_id)
+    }
+
+    /// Whether `history` is this session's whole history (not a part a strategy
+    /// chose), so a summary of its oldest turns can replace them.
+    pub fn is_whole_history(&self, history: &Arc<Vec<HistoryItem>>) -> bool {
+        Arc::ptr_eq(&self.history, history)
+    }
+
+    /// The seq range the first `items` history items hold, `(first, last)`, for
+    /// a summary that replaces them; `None` when there are not that many.
+    pub fn seqs_of_leading(&self, items: usize) -> Option<(u64, u64)> {
+        let first = *self.history_seqs.first()?;
+        let last = *self.history_seqs.get(items.checked_sub(1)?)?;
+        Some((first, last))
+    }
+
+    /// Summaries recorded so far (`context_compacted` events).
+    pub fn compactions(&self) -> u32 {
+        self.compactions
     }
 
     /// The answer of a finish the model proposed in the current step, if any.

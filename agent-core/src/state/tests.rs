@@ -48,7 +48,10 @@ fn apply_all(kinds: Vec<EventKind>) -> Result<SessionState, StateError> {
 fn a_tool_turn_then_a_finish_walks_the_status_machine() {
     let state = apply_all(vec![
         started(),
-        EventKind::ModelRequested { step: 1 },
+        EventKind::ModelRequested {
+            step: 1,
+            context_tokens: None,
+        },
         responded(vec![
             Action::ToolCall(call("a")),
             Action::ToolCall(call("b")),
@@ -61,7 +64,10 @@ fn a_tool_turn_then_a_finish_walks_the_status_machine() {
         EventKind::ActionCompleted {
             observation: Observation::success(&call("a"), "1"),
         },
-        EventKind::ModelRequested { step: 2 },
+        EventKind::ModelRequested {
+            step: 2,
+            context_tokens: None,
+        },
         responded(vec![Action::Finish(Finish {
             answer: "done".into(),
         })]),
@@ -105,17 +111,33 @@ fn an_illegal_event_names_the_event_and_the_status_and_changes_nothing() {
 fn gaps_other_sessions_and_unknown_calls_are_rejected() {
     let mut state = apply_all(vec![started()]).unwrap();
     assert!(matches!(
-        state.apply(&event(3, EventKind::ModelRequested { step: 1 })),
+        state.apply(&event(
+            3,
+            EventKind::ModelRequested {
+                step: 1,
+                context_tokens: None
+            }
+        )),
         Err(StateError::OutOfOrder { last: 1, got: 3 })
     ));
-    let foreign = Event::new("other", 2, EventKind::ModelRequested { step: 1 });
+    let foreign = Event::new(
+        "other",
+        2,
+        EventKind::ModelRequested {
+            step: 1,
+            context_tokens: None,
+        },
+    );
     assert!(matches!(
         state.apply(&foreign),
         Err(StateError::WrongSession { .. })
     ));
     let mut state = apply_all(vec![
         started(),
-        EventKind::ModelRequested { step: 1 },
+        EventKind::ModelRequested {
+            step: 1,
+            context_tokens: None,
+        },
         responded(vec![Action::ToolCall(call("a"))]),
     ])
     .unwrap();
@@ -154,7 +176,10 @@ fn nothing_follows_a_terminal_event() {
 fn rejected_output_becomes_feedback_and_counts_as_a_step() {
     let state = apply_all(vec![
         started(),
-        EventKind::ModelRequested { step: 1 },
+        EventKind::ModelRequested {
+            step: 1,
+            context_tokens: None,
+        },
         EventKind::ModelOutputRejected {
             raw: "nope".into(),
             error: "not JSON".into(),

@@ -2,6 +2,7 @@
 //! status (returning the error and changing nothing when it may not), then
 //! changes the state.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use super::{Outcome, SessionState, StateError, Status, StrategyRecord, TurnCall};
@@ -23,6 +24,7 @@ impl SessionState {
             event: kind.name(),
             call_id: call_id.to_owned(),
         };
+        let seq = self.last_seq + 1;
         match kind {
             EventKind::SessionStarted {
                 task,
@@ -48,15 +50,30 @@ impl SessionState {
             } => {
                 require(self.status == Status::Thinking)?;
                 self.count_response(*usage);
-                self.respond(actions, text.as_ref());
+                self.respond(actions, text.as_ref(), seq);
             }
             EventKind::ModelOutputRejected { error, usage, .. } => {
                 require(self.status == Status::Thinking)?;
                 self.count_response(*usage);
                 self.last_output_rejected = true;
-                self.feedback(error.clone());
+                self.feedback(error.clone(), seq);
             }
-            EventKind::ModelRetried { .. } => require(self.status == Status::Thinking)?,
+            EventKind::ModelRetried { .. } => require(matches!(
+                self.status,
+                Status::Thinking | Status::Idle | Status::Observing
+            ))?,
+            EventKind::ContextCompacted {
+                from_seq,
+                to_seq,
+                summary,
+                usage,
+                ..
+            } => {
+                require(matches!(self.status, Status::Idle | Status::Observing))?;
+                let range = self.replaced_range(*from_seq, *to_seq)?;
+                self.count_call(*usage);
+                self.compact(range, summary.clone(), *from_seq);
+            }
             EventKind::ActionDispatched { call } => {
                 require(matches!(
                     self.status,
@@ -115,7 +132,7 @@ impl SessionState {
                     .in_flight(&observation.call_id)
                     .ok_or_else(|| unexpected(&observation.call_id))?;
                 pending.observation = Some(observation.clone());
-                self.close_turn_if_complete();
+                self.close_turn_if_complete(seq);
             }
             EventKind::ApprovalRequested { calls } => {
                 require(self.status == Status::ActionPending && !calls.is_empty())?;
@@ -150,7 +167,7 @@ impl SessionState {
                 self.decide(call_id, decision, by);
                 if *remaining == 0 {
                     self.status = Status::ActionPending;
-                    self.close_turn_if_complete();
+                    self.close_turn_if_complete(seq);
                 }
             }
             EventKind::Strategy {
@@ -187,14 +204,14 @@ impl SessionState {
                 )?;
                 self.proposed_finish = None;
                 self.proposed_plan = None;
-                self.feedback(reason.clone());
+                self.feedback(reason.clone(), seq);
             }
             EventKind::FinishRejected {
                 reason, details, ..
             } => {
                 require(self.status == Status::Thinking && self.proposed_finish.is_some())?;
                 self.proposed_finish = None;
-                self.feedback(format!("{reason}\n{details}").trim_end().to_owned());
+                self.feedback(format!("{reason}\n{details}").trim_end().to_owned(), seq);
             }
             EventKind::Finished { answer } => {
                 require(match self.status {
@@ -265,7 +282,7 @@ impl SessionState {
 
     /// A usable response: tool calls open a turn; otherwise it proposes a finish
     /// or a plan for the strategy to accept.
-    fn respond(&mut self, actions: &[Action], text: Option<&String>) {
+    fn respond(&mut self, actions: &[Action], text: Option<&String>, seq: u64) {
         self.last_output_rejected = false;
         let calls: Vec<ToolCall> = actions
             .iter()
@@ -285,10 +302,15 @@ impl SessionState {
             });
             return;
         }
-        Arc::make_mut(&mut self.history).push(HistoryItem::ToolCalls {
-            calls: calls.clone(),
-            text: text.cloned(),
-        });
+        self.call_ids
+            .extend(calls.iter().map(|call| call.id.clone()));
+        self.push_history(
+            HistoryItem::ToolCalls {
+                calls: calls.clone(),
+                text: text.cloned(),
+            },
+            seq,
+        );
         self.turn = calls
             .into_iter()
             .map(|call| TurnCall {
@@ -304,9 +326,59 @@ impl SessionState {
     }
 
     /// What the model is told about output the runtime could not use; the step is over.
-    fn feedback(&mut self, message: String) {
-        Arc::make_mut(&mut self.history).push(HistoryItem::Feedback { message });
+    fn feedback(&mut self, message: String, seq: u64) {
+        self.push_history(HistoryItem::Feedback { message }, seq);
         self.status = Status::Observing;
+    }
+
+    fn push_history(&mut self, item: HistoryItem, seq: u64) {
+        Arc::make_mut(&mut self.history).push(item);
+        self.history_seqs.push(seq);
+    }
+
+    /// The history items a summary of seqs `from_seq..=to_seq` replaces: at
+    /// least one, whole turns only.
+    fn replaced_range(&self, from_seq: u64, to_seq: u64) -> Result<Range<usize>, StateError> {
+        let bad = |reason| StateError::BadCompaction {
+            from_seq,
+            to_seq,
+            reason,
+        };
+        let start = self.history_seqs.partition_point(|seq| *seq < from_seq);
+        let end = self.history_seqs.partition_point(|seq| *seq <= to_seq);
+        if from_seq > to_seq || start >= end {
+            return Err(bad("holds no history item"));
+        }
+        if self.history_seqs[start] != from_seq {
+            return Err(bad("does not start where a history item starts"));
+        }
+        let splits = |index: usize| {
+            matches!(
+                self.history.get(index),
+                Some(HistoryItem::Observation { .. })
+            )
+        };
+        if splits(start) || splits(end) {
+            return Err(bad("would separate a tool call from its result"));
+        }
+        Ok(start..end)
+    }
+
+    /// Puts `summary` in place of the history items in `range`; strategy records
+    /// that point into the history keep pointing at the same items.
+    fn compact(&mut self, range: Range<usize>, summary: String, from_seq: u64) {
+        let removed = range.len() - 1;
+        Arc::make_mut(&mut self.history)
+            .splice(range.clone(), [HistoryItem::Summary { text: summary }]);
+        self.history_seqs.splice(range.clone(), [from_seq]);
+        for record in &mut self.records {
+            if record.history_len >= range.end {
+                record.history_len -= removed;
+            } else if record.history_len > range.start {
+                record.history_len = range.start;
+            }
+        }
+        self.compactions += 1;
     }
 
     /// Ends the session in `status` with `outcome`.
@@ -316,14 +388,17 @@ impl SessionState {
     }
 
     /// Moves a turn whose calls all have results into the history, in proposal order.
-    fn close_turn_if_complete(&mut self) {
+    fn close_turn_if_complete(&mut self, seq: u64) {
         if self.turn.iter().all(|p| p.observation.is_some()) {
             let turn = std::mem::take(&mut self.turn);
+            let before = self.history.len();
             Arc::make_mut(&mut self.history).extend(
                 turn.into_iter()
                     .filter_map(|p| p.observation)
                     .map(|observation| HistoryItem::Observation { observation }),
             );
+            let added = self.history.len() - before;
+            self.history_seqs.extend(std::iter::repeat_n(seq, added));
             self.status = Status::Observing;
         }
     }
@@ -361,6 +436,11 @@ impl SessionState {
 
     fn count_response(&mut self, usage: Usage) {
         self.steps_used += 1;
+        self.count_call(usage);
+    }
+
+    /// A model call that is not a step (a summary): its call and tokens count.
+    fn count_call(&mut self, usage: Usage) {
         self.usage.model_calls += 1;
         self.usage.input_tokens += usage.input_tokens;
         self.usage.output_tokens += usage.output_tokens;

@@ -71,6 +71,9 @@ pub struct CreateSession {
     /// Run a call again even when an identical earlier call of an idempotent
     /// tool already returned (default false: it gets that result back).
     pub allow_repeated_calls: Option<bool>,
+    /// What history each model request holds: `keep-all` (default), `last:N`,
+    /// `window:TOKENS` or `summarise:TOKENS[:KEEP]`.
+    pub context: Option<String>,
     /// CPU threads of a local model (default 2).
     pub threads: Option<u32>,
     /// Sampling temperature of a local model, 0 to 2 (default 0).
@@ -106,6 +109,7 @@ impl CreateSession {
             tool_timeout_secs: self.tool_timeout_secs,
             tool_retries: self.tool_retries,
             allow_repeated_calls: self.allow_repeated_calls,
+            context: self.context,
             threads: self.threads,
             temperature: self.temperature,
             trace: self.trace,

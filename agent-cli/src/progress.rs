@@ -84,7 +84,8 @@ impl Progress {
                 status.doing = Some(("thinking".into(), now));
             }
             EventKind::ModelResponded { usage, .. }
-            | EventKind::ModelOutputRejected { usage, .. } => {
+            | EventKind::ModelOutputRejected { usage, .. }
+            | EventKind::ContextCompacted { usage, .. } => {
                 status.input_tokens += usage.input_tokens;
                 status.output_tokens += usage.output_tokens;
             }

@@ -1,9 +1,11 @@
 //! The replay model: answers with the model responses recorded in a session's log,
 //! in order, so a run can be re-executed deterministically without a provider.
 
+use std::sync::Arc;
+
 use agent_core::{
     Action, CallPurpose, Event, EventKind, Finish, Model, ModelContext, ModelError, ModelIdentity,
-    ModelRequest, ModelResponse, Usage,
+    ModelRequest, ModelResponse, TokenCounter, Usage,
 };
 use async_trait::async_trait;
 
@@ -19,13 +21,24 @@ enum Recorded {
 /// The replay diverges — a `Fatal` error naming the step, which ends the run with
 /// `provider_error` — when a recorded tool call names a tool the new run does not
 /// have, or when the recorded responses run out before a finish.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone)]
 pub struct ReplayModel {
     source: String,
     responses: Vec<Recorded>,
     /// The summaries the recorded session's context policy made, in order; the
     /// n-th summary request is answered with the n-th.
     summaries: Vec<(String, Usage)>,
+    counter: Option<Arc<dyn TokenCounter>>,
+}
+
+impl std::fmt::Debug for ReplayModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplayModel")
+            .field("source", &self.source)
+            .field("responses", &self.responses.len())
+            .field("summaries", &self.summaries.len())
+            .finish()
+    }
 }
 
 impl ReplayModel {
@@ -67,7 +80,15 @@ impl ReplayModel {
             source: source.into(),
             responses,
             summaries,
+            counter: None,
         }
+    }
+
+    /// Counts context tokens with `counter`: the tokenizer of the model the
+    /// recorded session ran with, so a context policy summarises where it did.
+    pub fn with_token_counter(mut self, counter: Arc<dyn TokenCounter>) -> Self {
+        self.counter = Some(counter);
+        self
     }
 
     /// Number of recorded responses.
@@ -118,6 +139,10 @@ impl Model for ReplayModel {
         ModelIdentity::new("replay", self.source.as_str())
     }
 
+    fn token_counter(&self) -> Option<Arc<dyn TokenCounter>> {
+        self.counter.clone()
+    }
+
     async fn complete(
         &self,
         request: &ModelRequest,
@@ -160,8 +185,6 @@ impl Model for ReplayModel {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use agent_core::{ToolCall, ToolSpec};
     use serde_json::json;
 

@@ -7,11 +7,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::{Event, EventStore, Layer, Model};
+use agent_core::{Event, EventKind, EventStore, Layer, Model, TokenCounter};
 use agent_layers::{Retry, RetryPolicy};
 use agent_providers::{
     ANTHROPIC_DEFAULT_BASE_URL, Anthropic, DEFAULT_LOCAL_MODEL_FILE, JsonText, ModelSpec,
-    OPENAI_DEFAULT_BASE_URL, OpenAi, ProviderConfig, ReplayModel, ScriptedModel, is_local,
+    OPENAI_DEFAULT_BASE_URL, OpenAi, ProviderConfig, ReplayModel, ScriptedModel, Tiktoken,
+    is_local,
 };
 
 use crate::error::ConfigError;
@@ -137,10 +138,14 @@ fn instantiate(
             ScriptedModel::from_file(path)
                 .map_err(|err| ConfigError::new(format!("--model: {err}")))?,
         ),
-        ModelSpec::Replay { session_id } => Arc::new(ReplayModel::from_events(
-            session_id,
-            recorded.unwrap_or_default(),
-        )),
+        ModelSpec::Replay { session_id } => {
+            let events = recorded.unwrap_or_default();
+            let replay = ReplayModel::from_events(session_id, events);
+            Arc::new(match recorded_counter(events) {
+                Some(counter) => replay.with_token_counter(counter),
+                None => replay,
+            })
+        }
         ModelSpec::OpenAi { model, base_url } => {
             let config = provider_config(
                 spec,
@@ -194,6 +199,48 @@ fn local(
     Err(ConfigError::new(format!(
         "--model {spec}: this build has no local models; build agent-runtime with its `local` feature"
     )))
+}
+
+/// The tokenizer of the model a recorded session ran with, so its replay counts
+/// the context as the original did and summarises at the same points.
+fn recorded_counter(events: &[Event]) -> Option<Arc<dyn TokenCounter>> {
+    let config = events.iter().find_map(|event| match &event.kind {
+        EventKind::SessionStarted { config, .. } => Some(config),
+        _ => None,
+    })?;
+    let spec = ModelSpec::parse(config.get("model")?.as_str()?).ok()?;
+    counter_of(&spec)
+}
+
+/// The tokenizer `spec`'s model counts with, where it is known without a key.
+fn counter_of(spec: &ModelSpec) -> Option<Arc<dyn TokenCounter>> {
+    match spec {
+        ModelSpec::OpenAi { model, .. } => {
+            Tiktoken::for_model(model).map(|counter| Arc::new(counter) as Arc<dyn TokenCounter>)
+        }
+        ModelSpec::JsonText(inner) => counter_of(inner),
+        ModelSpec::Local { path, options } => local_counter(path.as_deref(), *options),
+        _ => None,
+    }
+}
+
+#[cfg(feature = "local")]
+fn local_counter(
+    path: Option<&str>,
+    options: agent_providers::LocalOptions,
+) -> Option<Arc<dyn TokenCounter>> {
+    let file = std::path::PathBuf::from(path?);
+    agent_providers::LocalModel::new(file, options)
+        .ok()?
+        .token_counter()
+}
+
+#[cfg(not(feature = "local"))]
+fn local_counter(
+    _path: Option<&str>,
+    _options: agent_providers::LocalOptions,
+) -> Option<Arc<dyn TokenCounter>> {
+    None
 }
 
 /// A provider behind the retry layer.

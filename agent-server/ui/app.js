@@ -570,7 +570,12 @@
       case "session_started":
         return [what(`started with strategy ${kind.strategy}`), longText(kind.task)];
       case "model_requested":
-        return [what(`asked the model for step ${kind.step}`)];
+        return [what(`asked the model for step ${kind.step}`), kind.context_tokens != null ? h("div", { class: "muted" }, `${kind.context_tokens} tokens of context`) : null];
+      case "context_compacted":
+        return [
+          what(`summarised events ${kind.from_seq}–${kind.to_seq}: ${kind.tokens_before} → ${kind.tokens_after} tokens of context`),
+          longText(kind.summary),
+        ];
       case "model_responded":
         return [
           ...kind.actions.map((action) => {

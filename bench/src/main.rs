@@ -5,12 +5,14 @@
 //! ```sh
 //! cargo run --release -p bench -- run --sessions 200 --tool-steps 4 --store sqlite --concurrency 50
 //! cargo run --release -p bench -- resume --events 1000
+//! cargo run --release -p bench -- context --steps 200
 //! cargo build --release -p agent-cli && cargo run --release -p bench -- workers --store sqlite
 //! cargo build --release -p agent-cli && cargo run --release -p bench -- crash --kills 200 --seed 1
 //! cargo build --release -p agent-cli && cargo run --release -p bench -- serve --sessions 500
 //! cargo build --release -p agent-cli && cargo run --release -p bench -- local-suite --model FILE.gguf
 //! ```
 
+mod context;
 mod crash;
 mod local_suite;
 mod serve;
@@ -57,6 +59,8 @@ enum Command {
     /// Small tool-use tasks on a real local GGUF model, per strategy, with and
     /// without the action grammar and the repeated-call guard.
     LocalSuite(local_suite::LocalSuiteArgs),
+    /// Input tokens over one long session per context policy.
+    Context(context::ContextArgs),
 }
 
 /// Where a benchmark's events go.
@@ -467,5 +471,6 @@ async fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Crash(args) => crash::crash(args).await,
         Command::Serve(args) => serve::serve(args).await,
         Command::LocalSuite(args) => local_suite::local_suite(args),
+        Command::Context(args) => context::context(args).await,
     }
 }

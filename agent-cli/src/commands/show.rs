@@ -1,5 +1,6 @@
-//! `agent show ID`: a session's status, task and timeline — seq, event, status
-//! transition, tool calls and results.
+//! `agent show ID`: a session's status, task, context policy (with how many
+//! summaries it made) and timeline — seq, event, status transition, tool calls
+//! and results, summaries.
 
 use agent::SessionState;
 use agent::trace::describe;
@@ -41,8 +42,18 @@ pub async fn show(args: SessionArgs) -> Result<u8, CliError> {
             "events": events,
         }))?;
     } else {
+        let context = state
+            .config()
+            .get("context")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("keep-all");
+        let compactions = match state.compactions() {
+            0 => String::new(),
+            1 => ", 1 compaction".to_owned(),
+            n => format!(", {n} compactions"),
+        };
         print(&format!(
-            "session {}\nstatus: {}\ntask: {}\n",
+            "session {}\nstatus: {}\ntask: {}\ncontext: {context}{compactions}\n",
             args.session_id,
             state.public_status(),
             state.task()

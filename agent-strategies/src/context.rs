@@ -11,6 +11,7 @@
 //! result; the system prompt and the task are sent with every request. Where
 //! turns were left out the model is told how many.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use agent_core::{
@@ -84,8 +85,8 @@ impl ContextPolicy for LastTurns {
         let turns = turns(input.history);
         match turns.len().checked_sub(self.turns) {
             Some(dropped) if dropped > 0 => {
-                let start = turns[dropped].start;
-                with_note(dropped, &input.history[start..])
+                let start = turns.get(dropped).map_or(0, |turn| turn.start);
+                with_note(dropped, part(input.history, start..input.history.len()))
             }
             _ => Arc::clone(input.history),
         }
@@ -173,7 +174,7 @@ impl ContextPolicy for Summarise {
         let mut kept = 0;
         let mut kept_tokens = 0;
         for turn in turns.iter().rev().take(self.keep_last) {
-            let tokens = items_tokens(counter, &input.history[turn.clone()]);
+            let tokens = items_tokens(counter, part(input.history, turn.clone()));
             if kept > 0 && kept_tokens + tokens > self.tokens / 2 {
                 break;
             }
@@ -184,7 +185,7 @@ impl ContextPolicy for Summarise {
         let items = turns
             .get(first_kept)
             .map_or(input.history.len(), |t| t.start);
-        let only_a_summary = matches!(&input.history[..items], [HistoryItem::Summary { .. }]);
+        let only_a_summary = matches!(part(input.history, 0..items), [HistoryItem::Summary { .. }]);
         if items == 0 || only_a_summary {
             return None;
         }
@@ -220,7 +221,7 @@ fn window(
     let mut used = 0;
     let mut first = turns.len();
     for (index, turn) in turns.iter().enumerate().rev() {
-        let tokens = items_tokens(counter, &input.history[turn.clone()]);
+        let tokens = items_tokens(counter, part(input.history, turn.clone()));
         if used + tokens > room {
             break;
         }
@@ -228,14 +229,15 @@ fn window(
         first = index;
     }
     if first < turns.len() {
-        return with_note(first, &input.history[turns[first].start..]);
+        let start = turns.get(first).map_or(0, |turn| turn.start);
+        return with_note(first, part(input.history, start..input.history.len()));
     }
     let Some(newest) = turns.last() else {
         return Arc::clone(input.history);
     };
     let dropped = turns.len() - 1;
     let room = limit.saturating_sub(fixed + if dropped > 0 { note_tokens } else { 0 });
-    let cut = cut_to_fit(&input.history[newest.clone()], room, counter).unwrap_or_default();
+    let cut = cut_to_fit(part(input.history, newest.clone()), room, counter).unwrap_or_default();
     let mut view = Vec::with_capacity(cut.len() + 1);
     if dropped > 0 {
         view.push(note(dropped));
@@ -291,6 +293,11 @@ fn shortened(item: &HistoryItem, keep: usize) -> HistoryItem {
         }
         other => other.clone(),
     }
+}
+
+/// The items of `history` in `range` (none where it is out of bounds).
+fn part(history: &[HistoryItem], range: Range<usize>) -> &[HistoryItem] {
+    history.get(range).unwrap_or_default()
 }
 
 /// The note in place of `dropped` older turns.

@@ -210,7 +210,7 @@ async fn summaries_are_recorded_counted_and_are_the_history_the_log_folds_to() {
             ..
         } = kind
         else {
-            unreachable!()
+            panic!("not a compaction: {kind:?}")
         };
         assert!(from_seq <= to_seq);
         assert!(

@@ -127,8 +127,9 @@ pub async fn context(args: ContextArgs) -> anyhow::Result<()> {
             .map(|(tokens, _)| *tokens)
             .collect();
         let half = steps.len() / 2;
-        let first: u64 = steps[..half].iter().sum();
-        let second: u64 = steps[half..].iter().sum();
+        let (first_half, second_half) = steps.split_at(half);
+        let first: u64 = first_half.iter().sum();
+        let second: u64 = second_half.iter().sum();
         let total: u64 = requests.iter().map(|(tokens, _)| tokens).sum();
         println!(
             "{}",

@@ -30,8 +30,10 @@ impl Driver<'_> {
         input: &ContextInput<'_>,
         compaction: Compaction,
     ) -> Result<(), EngineError> {
-        let items = compaction.items.min(input.history.len());
-        let Some((from_seq, to_seq)) = self.state.seqs_of_leading(items) else {
+        let (replaced, kept) = input
+            .history
+            .split_at(compaction.items.min(input.history.len()));
+        let Some((from_seq, to_seq)) = self.state.seqs_of_leading(replaced.len()) else {
             return self.record(internal_failure(format!(
                 "the context policy `{}` asked to summarise {} history items of {}",
                 policy.spec(),
@@ -39,11 +41,10 @@ impl Driver<'_> {
                 input.history.len()
             )));
         };
-        let replaced = input.history[..items].to_vec();
         let request = ModelRequest {
             instructions: compaction.instructions,
             task: input.task.to_owned(),
-            history: Arc::new(replaced),
+            history: Arc::new(replaced.to_vec()),
             tools: Arc::new(Vec::new()),
             max_output_tokens: Some(compaction.max_output_tokens),
         };
@@ -91,11 +92,11 @@ impl Driver<'_> {
             }
             Err(ModelError::Internal { message }) => return self.record(internal_failure(message)),
         };
-        let mut compacted = Vec::with_capacity(input.history.len() - items + 1);
+        let mut compacted = Vec::with_capacity(kept.len() + 1);
         compacted.push(HistoryItem::Summary {
             text: summary.clone(),
         });
-        compacted.extend_from_slice(&input.history[items..]);
+        compacted.extend_from_slice(kept);
         let compacted = Arc::new(compacted);
         let counter = policy.counter();
         self.record(EventKind::ContextCompacted {

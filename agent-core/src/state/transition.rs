@@ -349,7 +349,7 @@ impl SessionState {
         if from_seq > to_seq || start >= end {
             return Err(bad("holds no history item"));
         }
-        if self.history_seqs[start] != from_seq {
+        if self.history_seqs.get(start) != Some(&from_seq) {
             return Err(bad("does not start where a history item starts"));
         }
         let splits = |index: usize| {

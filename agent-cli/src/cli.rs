@@ -337,6 +337,10 @@ pub struct RunFlags {
     /// `json:<spec>`; keys come from the environment.
     #[arg(long, value_name = "SPEC")]
     pub model: Option<String>,
+    /// A model asked when the one before it fails for good (retries exhausted,
+    /// 401/403/404, circuit open); repeatable, tried in order.
+    #[arg(long = "fallback-model", value_name = "SPEC")]
+    pub fallback_models: Vec<String>,
     /// How the session runs: `react` (default) or `plan-execute`.
     #[arg(long, value_name = "NAME", value_parser = ["react", "plan-execute"])]
     pub strategy: Option<String>,
@@ -430,6 +434,8 @@ impl RunFlags {
     pub fn options(&self) -> agent_runtime::RunOptions {
         agent_runtime::RunOptions {
             model: self.model.clone(),
+            fallback_models: (!self.fallback_models.is_empty())
+                .then(|| self.fallback_models.clone()),
             strategy: self.strategy.clone(),
             approve_tools: self.approve_tools.clone(),
             tools: self.tools.clone(),

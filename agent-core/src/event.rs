@@ -133,6 +133,16 @@ pub enum EventKind {
         /// Tokens the summary request consumed.
         usage: Usage,
     },
+    /// The model call went to the next fallback model because `from` failed
+    /// for good (not a step).
+    ModelFallback {
+        /// The model spec that failed.
+        from: String,
+        /// The model spec asked instead.
+        to: String,
+        /// Why `from` failed.
+        reason: String,
+    },
     /// A model layer retried after a transient failure (not a step).
     ModelRetried {
         /// 1 for the first retry.
@@ -286,6 +296,7 @@ impl EventKind {
             Self::ModelResponded { .. } => "model_responded",
             Self::ModelOutputRejected { .. } => "model_output_rejected",
             Self::ContextCompacted { .. } => "context_compacted",
+            Self::ModelFallback { .. } => "model_fallback",
             Self::ModelRetried { .. } => "model_retried",
             Self::ActionDispatched { .. } => "action_dispatched",
             Self::ActionsQueued { .. } => "actions_queued",

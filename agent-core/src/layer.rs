@@ -116,6 +116,11 @@ pub trait LayerObserver: Send + Sync {
     fn retrying(&self, notice: RetryNotice);
     /// A circuit breaker around `target` (a tool's name) changed state.
     fn circuit_changed(&self, target: &str, state: CircuitState);
+    /// A fallback layer gives the call to model `to` because `from` failed for
+    /// good (`reason`). Ignored unless an observer records it.
+    fn fell_back(&self, from: &str, to: &str, reason: &str) {
+        let _ = (from, to, reason);
+    }
 }
 
 /// An observer that ignores every report.

@@ -9,6 +9,7 @@
 //! - [`Retry`] retries what is worth retrying — a tool's retryable failures (only
 //!   for idempotent tools), a model's transient errors (honouring `Retry-After`) —
 //!   with exponential backoff and jitter, reporting each retry;
+//! - [`FallbackModel`] (models only) asks the next model when one fails for good;
 //! - [`CircuitBreaker`] fails fast after repeated failures, then lets one trial
 //!   through, reporting each change of state.
 //!
@@ -27,12 +28,14 @@
 //! ```
 
 mod breaker;
+mod fallback;
 mod retry;
 mod timeout;
 
 use std::sync::Arc;
 
 pub use breaker::{BreakerPolicy, BreakerService, CircuitBreaker};
+pub use fallback::FallbackModel;
 pub use retry::{Retry, RetryPolicy, RetryService};
 pub use timeout::{Timeout, TimeoutService};
 

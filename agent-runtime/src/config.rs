@@ -67,6 +67,10 @@ pub struct SessionConfig {
     pub version: u32,
     /// The model spec, never with a key; file paths made absolute.
     pub model: String,
+    /// Models asked, in order, when the one before failed for good
+    /// (`--fallback-model`), recorded as `model` is.
+    #[serde(default)]
+    pub fallback_models: Vec<String>,
     /// `react` or `plan-execute`.
     #[serde(default = "default_strategy")]
     pub strategy: String,
@@ -158,6 +162,8 @@ fn default_max_output_tokens() -> u32 {
 pub struct RunOptions {
     /// `--model`.
     pub model: Option<String>,
+    /// `--fallback-model` (replaces the recorded list when given).
+    pub fallback_models: Option<Vec<String>>,
     /// `--strategy`: `react` or `plan-execute`.
     pub strategy: Option<String>,
     /// `--approve-tools`.
@@ -229,6 +235,16 @@ impl SessionConfig {
         };
         let model = crate::model::with_local_options(&model, options.threads, options.temperature)?;
         let base = recorded.cloned().unwrap_or_else(|| Self::defaults(cwd));
+        let fallback_models = match &options.fallback_models {
+            Some(specs) => specs
+                .iter()
+                .map(|spec| {
+                    crate::model::normalise(spec, cwd)
+                        .map_err(|err| ConfigError::new(format!("--fallback-model: {err}")))
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            None => base.fallback_models.clone(),
+        };
         let workspace = match &options.workspace {
             Some(dir) => absolute_dir(&cwd.join(dir))?,
             None => absolute_dir(&base.workspace)?,
@@ -252,6 +268,7 @@ impl SessionConfig {
         let config = Self {
             version: CONFIG_VERSION,
             model,
+            fallback_models,
             strategy: options.strategy.clone().unwrap_or(base.strategy.clone()),
             approve_tools: or(&options.approve_tools, &base.approve_tools),
             tools: or(&options.tools, &base.tools),
@@ -299,6 +316,7 @@ impl SessionConfig {
         Self {
             version: CONFIG_VERSION,
             model: String::new(),
+            fallback_models: Vec::new(),
             strategy: default_strategy(),
             approve_tools: Vec::new(),
             tools: Vec::new(),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_core::{Event, EventKind, EventStore, Layer, Model, TokenCounter};
-use agent_layers::{Retry, RetryPolicy};
+use agent_layers::{BreakerPolicy, CircuitBreaker, FallbackModel, Retry, RetryPolicy};
 use agent_providers::{
     ANTHROPIC_DEFAULT_BASE_URL, Anthropic, DEFAULT_LOCAL_MODEL_FILE, JsonText, ModelSpec,
     OPENAI_DEFAULT_BASE_URL, OpenAi, ProviderConfig, ReplayModel, ScriptedModel, Tiktoken,
@@ -96,6 +96,34 @@ fn absolute(spec: ModelSpec, cwd: &Path) -> Result<ModelSpec, ConfigError> {
         }
         other => Ok(other),
     }
+}
+
+/// The model of `config`: its `model`, or with `fallback_models` a
+/// [`FallbackModel`] that asks them in order when one fails for good, each
+/// behind a circuit breaker (5 failures in a row skip it for 30 s, then one
+/// trial), so a dead provider does not cost a timeout per step.
+pub async fn with_fallbacks(
+    config: &crate::SessionConfig,
+    store: &dyn EventStore,
+    request_timeout: Duration,
+) -> Result<Arc<dyn Model>, ConfigError> {
+    let primary = build(&config.model, store, request_timeout).await?;
+    if config.fallback_models.is_empty() {
+        return Ok(primary);
+    }
+    let guarded = |spec: &str, model: Arc<dyn Model>| {
+        CircuitBreaker::new(BreakerPolicy::default())
+            .named(spec)
+            .layer(model)
+    };
+    let mut chain = FallbackModel::new(config.model.as_str(), guarded(&config.model, primary));
+    for spec in &config.fallback_models {
+        let model = build(spec, store, request_timeout)
+            .await
+            .map_err(|err| ConfigError::new(format!("--fallback-model {spec}: {err}")))?;
+        chain = chain.or(spec.as_str(), guarded(spec, model));
+    }
+    Ok(Arc::new(chain))
 }
 
 /// The model `spec` names. A replay reads its session from `store`.

@@ -1,4 +1,5 @@
-//! From a session configuration to a running engine: the model its spec names,
+//! From a session configuration to a running engine: the model its spec names
+//! (and its fallbacks),
 //! its tools, its strategy (behind Human-in-the-Loop when any call may need
 //! approval), its context policy, its budgets, its completion gate and its
 //! trace file.
@@ -80,7 +81,7 @@ impl Session {
     ) -> Result<Engine, ConfigError> {
         let timeout = Duration::try_from_secs_f64(config.request_timeout_secs)
             .map_err(|err| ConfigError::new(format!("--request-timeout: {err}")))?;
-        let model = crate::model::build(&config.model, store.as_ref(), timeout).await?;
+        let model = crate::model::with_fallbacks(config, store.as_ref(), timeout).await?;
         let sinks = trace_sink(config)?.into_iter().chain(options.sinks);
         let gate = match &config.finish_when {
             Some(line) => Some(

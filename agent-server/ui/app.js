@@ -591,6 +591,8 @@
         ];
       case "model_output_rejected":
         return [what(kind.error), longText(kind.raw, "muted")];
+      case "model_fallback":
+        return [what(`${kind.from} failed for good; asked ${kind.to} instead`), h("div", { class: "muted" }, kind.reason)];
       case "model_retried":
         return [what(`retry ${kind.attempt} in ${kind.delay_ms} ms: ${kind.error}`)];
       case "action_dispatched":

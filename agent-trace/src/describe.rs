@@ -42,6 +42,9 @@ pub fn describe(kind: &EventKind) -> String {
             .collect::<Vec<_>>()
             .join("; "),
         EventKind::ModelOutputRejected { error, .. } => format!("invalid model output: {error}"),
+        EventKind::ModelFallback { from, to, reason } => {
+            format!("{from} failed for good ({reason}); asking {to}")
+        }
         EventKind::ModelRetried {
             attempt,
             error,

@@ -88,6 +88,10 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
                 "output_tokens": usage.output_tokens,
             }),
         )],
+        EventKind::ModelFallback { from, to, reason } => vec![line(
+            "model_fallback",
+            json!({"from": from, "to": to, "reason": reason}),
+        )],
         EventKind::ModelRetried {
             attempt,
             error,

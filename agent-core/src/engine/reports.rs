@@ -1,4 +1,5 @@
-//! What layers report while the engine waits for a model: retries, kept as
+//! What layers report while the engine waits for a model: retries and
+//! fallbacks, kept as
 //! events and recorded when the call returns (a tool call's are kept by its
 //! [`CallObserver`](crate::CallObserver)).
 
@@ -45,4 +46,12 @@ impl LayerObserver for ModelReports {
     }
 
     fn circuit_changed(&self, _target: &str, _state: CircuitState) {}
+
+    fn fell_back(&self, from: &str, to: &str, reason: &str) {
+        self.0.push(EventKind::ModelFallback {
+            from: from.to_owned(),
+            to: to.to_owned(),
+            reason: reason.to_owned(),
+        });
+    }
 }

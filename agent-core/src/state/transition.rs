@@ -58,7 +58,7 @@ impl SessionState {
                 self.last_output_rejected = true;
                 self.feedback(error.clone(), seq);
             }
-            EventKind::ModelRetried { .. } => require(matches!(
+            EventKind::ModelRetried { .. } | EventKind::ModelFallback { .. } => require(matches!(
                 self.status,
                 Status::Thinking | Status::Idle | Status::Observing
             ))?,

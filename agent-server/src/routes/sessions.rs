@@ -39,6 +39,8 @@ pub struct CreateSession {
     pub approve_tools: Option<Vec<String>>,
     /// Programs `run_command` may start.
     pub allow_cmd: Option<Vec<String>>,
+    /// Models asked, in order, when the one before fails for good.
+    pub fallback_models: Option<Vec<String>>,
     /// Root of every file-touching tool, on the server (default: its current directory).
     #[schema(value_type = Option<String>)]
     pub workspace: Option<PathBuf>,
@@ -90,6 +92,7 @@ impl CreateSession {
     fn into_parts(self) -> (String, RunOptions) {
         let options = RunOptions {
             model: Some(self.model),
+            fallback_models: self.fallback_models,
             strategy: self.strategy,
             approve_tools: self.approve_tools,
             tools: self.tools,

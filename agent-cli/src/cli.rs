@@ -406,6 +406,24 @@ pub struct RunFlags {
     /// turns, keeping the last KEEP, default 4).
     #[arg(long, value_name = "POLICY")]
     pub context: Option<String>,
+    /// Invalid model outputs in a row after which one last request asks for a
+    /// plain-text answer and the run ends with invalid_model_output (default 3;
+    /// 0: no such limit).
+    #[arg(long, value_name = "N")]
+    pub max_invalid: Option<u32>,
+    /// When a step, token, call or wall-time limit ends the run: `summarise`
+    /// (default: one last request answers from what was gathered, `partial` in
+    /// the result) or `stop`.
+    #[arg(long, value_name = "MODE", value_parser = ["stop", "summarise"])]
+    pub on_limit: Option<String>,
+    /// Every N steps the model is asked, in a separate request, whether it is
+    /// closer to the goal or going in circles (0: never).
+    #[arg(long, value_name = "N")]
+    pub reflect_every: Option<u32>,
+    /// A JSON Schema file the final answer must satisfy; the validated JSON is
+    /// the result's `output` (the schema is recorded with the session).
+    #[arg(long, value_name = "FILE", value_parser = read_schema_file)]
+    pub output_schema: Option<serde_json::Value>,
     /// CPU threads of a local model (default 2).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub threads: Option<u32>,
@@ -456,12 +474,26 @@ impl RunFlags {
             tool_retries: self.tool_retries,
             allow_repeated_calls: self.allow_repeated_calls.then_some(true),
             context: self.context.clone(),
+            max_invalid: self.max_invalid,
+            on_limit: self.on_limit.clone(),
+            reflect_every: self.reflect_every,
+            output_schema: self.output_schema.clone(),
             threads: self.threads,
             temperature: self.temperature,
             trace: self.trace.clone(),
             trace_content: self.trace_content.clone(),
         }
     }
+}
+
+/// The JSON held by the schema file at `path` (whether it is a usable JSON
+/// Schema is checked with the rest of the configuration).
+fn read_schema_file(path: &str) -> Result<serde_json::Value, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| format!("cannot read the schema file `{path}`: {err}"))?;
+    serde_json::from_str(&text).map_err(|err| {
+        format!("the schema file `{path}` is not JSON ({err}); give a JSON Schema document")
+    })
 }
 
 /// An address to listen on: IP and port.

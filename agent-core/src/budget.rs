@@ -16,6 +16,9 @@ use crate::types::ToolCall;
 /// Step count used when none is configured.
 pub const DEFAULT_MAX_STEPS: u32 = 10;
 
+/// Invalid model outputs in a row that end a run, when none is configured.
+pub const DEFAULT_MAX_INVALID: u32 = 3;
+
 /// Limits of one session. `None` means unlimited.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Budgets {
@@ -31,6 +34,9 @@ pub struct Budgets {
     pub max_calls_per_tool: BTreeMap<String, u64>,
     /// Wall time of one `run` or `resume`.
     pub timeout: Option<Duration>,
+    /// Invalid model outputs in a row after which the run ends with
+    /// `invalid_model_output`; 0 means no such limit.
+    pub max_invalid: u32,
 }
 
 impl Default for Budgets {
@@ -42,6 +48,45 @@ impl Default for Budgets {
             max_tool_calls: None,
             max_calls_per_tool: BTreeMap::new(),
             timeout: None,
+            max_invalid: DEFAULT_MAX_INVALID,
+        }
+    }
+}
+
+/// What a run that a limit ends does first: stop at once, or ask the model
+/// for one last answer from what it has gathered (`partial` in the result).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnLimit {
+    /// End the run with no answer.
+    Stop,
+    /// One last request, not counted against the exhausted budget.
+    #[default]
+    Summarise,
+}
+
+impl OnLimit {
+    /// `stop` or `summarise`, as the flag spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::Summarise => "summarise",
+        }
+    }
+}
+
+/// An `--on-limit` value that is neither `stop` nor `summarise`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown --on-limit `{0}`: expected stop or summarise")]
+pub struct UnknownOnLimit(pub String);
+
+impl std::str::FromStr for OnLimit {
+    type Err = UnknownOnLimit;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "stop" => Ok(Self::Stop),
+            "summarise" | "summarize" => Ok(Self::Summarise),
+            other => Err(UnknownOnLimit(other.to_owned())),
         }
     }
 }
@@ -99,6 +144,17 @@ impl Budgets {
                 exit_reason,
                 budget: None,
                 error,
+            });
+        }
+        let rejected = state.rejections_in_a_row();
+        if self.max_invalid > 0 && rejected >= self.max_invalid {
+            return Some(Exhausted {
+                exit_reason: ExitReason::InvalidModelOutput,
+                budget: None,
+                error: format!(
+                    "the model's output was invalid {rejected} times in a row (the limit is {})",
+                    self.max_invalid
+                ),
             });
         }
         if let Some(max) = self.max_model_calls.filter(|max| usage.model_calls >= *max) {

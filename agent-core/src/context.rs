@@ -203,6 +203,49 @@ pub fn digest(items: &[HistoryItem]) -> String {
     digest
 }
 
+/// The runtime's own look back over `items`: whether the latest calls repeat
+/// earlier ones (same tool, same arguments) — going in circles — or are new.
+/// What the scripted model answers to a reflection request, and what the
+/// engine records when a model's reflection is unusable.
+pub fn reflection_digest(items: &[HistoryItem]) -> String {
+    let calls: Vec<&crate::types::ToolCall> = items
+        .iter()
+        .filter_map(|item| match item {
+            HistoryItem::ToolCalls { calls, .. } => Some(calls),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let Some((latest, earlier)) = calls.split_last() else {
+        return "No tool has been called yet: call one that moves the task forward, or finish."
+            .into();
+    };
+    let repeats = |call: &crate::types::ToolCall, before: &[&crate::types::ToolCall]| {
+        before
+            .iter()
+            .any(|other| other.tool_name == call.tool_name && other.arguments == call.arguments)
+    };
+    if repeats(latest, earlier) {
+        let looping = (0..calls.len())
+            .rev()
+            .take_while(|&index| {
+                let (before, from) = calls.split_at(index);
+                from.first().is_some_and(|call| repeats(call, before))
+            })
+            .count();
+        format!(
+            "Going in circles: the last {looping} call(s) repeat earlier ones (`{}` with the same arguments), and their results will not change. Use the results already in hand and finish, or try a different tool or different arguments.",
+            latest.tool_name
+        )
+    } else {
+        format!(
+            "Making progress: {} tool call(s) so far, and the latest (`{}`) was new. Finish as soon as the results answer the task.",
+            calls.len(),
+            latest.tool_name
+        )
+    }
+}
+
 /// At most `max` characters of `text`, marked when cut.
 fn clip(text: &str, max: usize) -> String {
     let text = text.trim().trim_end_matches('.');

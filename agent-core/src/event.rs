@@ -37,6 +37,18 @@ impl ApprovalDecision {
     }
 }
 
+/// Why a run that a limit ended asked the model for one last answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LastAnswerKind {
+    /// A step, token, call or wall-time limit ended the run (`--on-limit
+    /// summarise`): the answer is written from what was gathered.
+    Partial,
+    /// The model's output was invalid too many times in a row: the answer is
+    /// plain text, asked for without tools.
+    Degraded,
+}
+
 /// Version of the event JSON layout; written on every event.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -249,6 +261,36 @@ pub enum EventKind {
     Finished {
         /// The answer.
         answer: String,
+        /// The answer as JSON, validated against the session's output schema;
+        /// absent without one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<Value>,
+    },
+    /// One last request after a limit or repeated invalid output ended the run
+    /// (not a step; it counts as a model call, not against the exhausted
+    /// budget). Recorded before the `failed` event it precedes.
+    LastAnswer {
+        /// Why it was asked for.
+        kind: LastAnswerKind,
+        /// The text the model gave; absent when it gave none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<String>,
+        /// Why there is no answer, when there is none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        /// Tokens the request consumed.
+        usage: Usage,
+    },
+    /// The model looked back over the steps so far in a separate request
+    /// (`--reflect-every`); its note enters the history the next decision sees
+    /// (not a step; it counts as a model call).
+    Reflection {
+        /// The steps answered when it was asked.
+        step: u32,
+        /// What the model said about its progress.
+        note: String,
+        /// Tokens the request consumed.
+        usage: Usage,
     },
     /// A stopped session was picked up again by an engine.
     Resumed {
@@ -310,6 +352,8 @@ impl EventKind {
             Self::RepeatedCallAnswered { .. } => "repeated_call_answered",
             Self::FinishRejected { .. } => "finish_rejected",
             Self::Finished { .. } => "finished",
+            Self::LastAnswer { .. } => "last_answer",
+            Self::Reflection { .. } => "reflection",
             Self::Resumed { .. } => "resumed",
             Self::Queued { .. } => "queued",
             Self::Forked { .. } => "forked",

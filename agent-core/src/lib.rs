@@ -23,9 +23,11 @@ mod history;
 mod id;
 mod layer;
 mod model;
+mod output;
 mod queue;
 mod rate;
 mod result;
+mod schema;
 mod sink;
 mod snapshot;
 mod state;
@@ -36,12 +38,14 @@ pub mod telemetry;
 mod tool;
 mod types;
 
-pub use budget::{Budgets, DEFAULT_MAX_STEPS, Exhausted, WallTime};
+pub use budget::{
+    Budgets, DEFAULT_MAX_INVALID, DEFAULT_MAX_STEPS, Exhausted, OnLimit, UnknownOnLimit, WallTime,
+};
 pub use call::{CallObserver, Timed, call_result_event};
 pub use cancel::Cancellation;
 pub use context::{
     Compaction, ContextInput, ContextPolicy, EstimatedTokens, TOKENS_PER_MESSAGE, TokenCounter,
-    digest, item_tokens, items_tokens, turns,
+    digest, item_tokens, items_tokens, reflection_digest, turns,
 };
 pub use control::{ControlError, Fork, cancel_session, decide_approval, fork_session};
 pub use engine::{
@@ -49,7 +53,7 @@ pub use engine::{
     is_repeated_call_answer,
 };
 pub use error::EngineError;
-pub use event::{ApprovalDecision, Event, EventKind, SCHEMA_VERSION, now_millis};
+pub use event::{ApprovalDecision, Event, EventKind, LastAnswerKind, SCHEMA_VERSION, now_millis};
 pub use gate::{CompletionGate, FinishGate, GateRefusal};
 pub use guard::{Checkpoint, Deadline, Guard, GuardContext, Verdict};
 pub use history::HistoryItem;
@@ -58,12 +62,14 @@ pub use layer::{CircuitState, IgnoreReports, Layer, LayerObserver, RetryNotice, 
 pub use model::{
     CallPurpose, Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse,
 };
+pub use output::{OutputGuard, OutputSchema};
 pub use queue::{
     ActionClaim, QueueView, QueuedAction, QueuedActionView, QueuedSessionView, SessionClaim,
     WorkQueue,
 };
 pub use rate::ModelRateLimit;
-pub use result::{BudgetKind, ExitReason, RunResult, RunUsage, UnknownBudget};
+pub use result::{BudgetKind, ExitReason, ModelUsage, RunResult, RunUsage, UnknownBudget};
+pub use schema::{ArgumentValidator, InvalidSchema, input_schema_for};
 pub use sink::{EventSink, SinkError};
 pub use snapshot::{DEFAULT_SNAPSHOT_EVERY, load_state, snapshot_of};
 pub use state::{PublicStatus, SessionState, StateError, Status, StrategyRecord, UnknownStatus};

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use serde_json::Value;
 
 use crate::cancel::Cancellation;
 use crate::context::TokenCounter;
@@ -25,6 +26,10 @@ pub struct ModelRequest {
     pub tools: Arc<Vec<ToolSpec>>,
     /// Cap on output tokens sent to the provider, if any.
     pub max_output_tokens: Option<u32>,
+    /// The JSON Schema a finish's answer must satisfy, if the session has one;
+    /// a provider that supports it sends it as a response format, the engine
+    /// also states it in the instructions.
+    pub output_schema: Option<Arc<Value>>,
 }
 
 /// What a model call knows about where it runs, parallel to
@@ -57,6 +62,16 @@ pub enum CallPurpose {
     /// the answer is a finish whose text is the summary.
     Summary {
         /// Which summary of the session this is, 1-based.
+        index: u32,
+    },
+    /// The one last answer after a limit or repeated invalid output ended the
+    /// run; the request offers no tools. A scripted model answers it with the
+    /// script's next response, like a step.
+    LastAnswer,
+    /// A look back over the steps so far (`--reflect-every`), which the request
+    /// holds; the answer is a finish (or text) whose text is the note.
+    Reflection {
+        /// Which reflection of the session this is, 1-based.
         index: u32,
     },
 }

@@ -4,7 +4,10 @@
 use std::fmt;
 use std::str::FromStr;
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
 
 use crate::types::ToolCall;
 
@@ -132,7 +135,7 @@ impl<'de> Deserialize<'de> for BudgetKind {
 }
 
 /// Totals over a whole session, across resumes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunUsage {
     /// Prompt tokens of all model calls.
     pub input_tokens: u64,
@@ -142,6 +145,21 @@ pub struct RunUsage {
     pub model_calls: u64,
     /// Tool calls dispatched.
     pub tool_calls: u64,
+    /// The model calls and tokens of each model that answered, by the name the
+    /// session knows it by (its model spec); left out when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_model: BTreeMap<String, ModelUsage>,
+}
+
+/// What one model of a session answered: calls and tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelUsage {
+    /// Prompt tokens of its calls.
+    pub input_tokens: u64,
+    /// Completion tokens of its calls.
+    pub output_tokens: u64,
+    /// Its responses, valid or not.
+    pub model_calls: u64,
 }
 
 /// The structured outcome of a run, exactly as `CONTRACT.md` specifies.
@@ -164,12 +182,32 @@ pub struct RunResult {
     /// Calls that wait for a human decision, for `awaiting_approval`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<ToolCall>,
+    /// Set when a limit ended the run and `answer` is what the model wrote from
+    /// what it had gathered in one last request (`--on-limit summarise`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
+    /// Set when repeated invalid output ended the run and `answer` is the
+    /// plain-text answer of one last request without tools.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub degraded: bool,
+    /// The finish's answer as JSON that validated against the output schema,
+    /// when the session has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
 }
 
 impl RunResult {
     /// The process exit code for this result.
     pub fn exit_code(&self) -> i32 {
         self.exit_reason.exit_code()
+    }
+
+    /// The validated output as a `T` (for a session built with
+    /// `Engine::builder(..).output::<T>()`); `None` without an output.
+    pub fn output_as<T: serde::de::DeserializeOwned>(
+        &self,
+    ) -> Option<Result<T, serde_json::Error>> {
+        self.output.clone().map(serde_json::from_value)
     }
 }
 
@@ -204,6 +242,9 @@ mod tests {
             budget: Some(BudgetKind::ToolCallsOf("sleep".into())),
             error: None,
             pending: Vec::new(),
+            partial: false,
+            degraded: false,
+            output: None,
         };
         let value = serde_json::to_value(&result).unwrap();
         assert_eq!(value["exit_reason"], "budget_exceeded");

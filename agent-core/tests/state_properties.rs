@@ -132,7 +132,7 @@ fn kind() -> impl Strategy<Value = EventKind> {
             reason: "gate".into(),
             details: String::new(),
         }),
-        1 => text().prop_map(|answer| EventKind::Finished { answer }),
+        1 => text().prop_map(|answer| EventKind::Finished { answer, output: None }),
         25 => text().prop_map(|reason| EventKind::Resumed { reason }),
         25 => text().prop_map(|reason| EventKind::Queued { reason }),
         25 => (0u64..5).prop_map(|at| EventKind::Forked { parent: "p".into(), at }),

@@ -162,6 +162,7 @@ mod tests {
             history: Arc::default(),
             tools: Arc::default(),
             max_output_tokens: None,
+            output_schema: None,
         }
     }
 

@@ -90,6 +90,7 @@ fn request() -> ModelRequest {
         history: Arc::default(),
         tools: Arc::new(Vec::new()),
         max_output_tokens: None,
+        output_schema: None,
     }
 }
 

@@ -28,6 +28,10 @@ pub struct ReplayModel {
     /// The summaries the recorded session's context policy made, in order; the
     /// n-th summary request is answered with the n-th.
     summaries: Vec<(String, Usage)>,
+    /// The recorded reflections, in order, answered the same way.
+    reflections: Vec<(String, Usage)>,
+    /// The recorded last answer after a limit, if the session asked for one.
+    last_answer: Option<(Option<String>, Usage)>,
     counter: Option<Arc<dyn TokenCounter>>,
 }
 
@@ -76,10 +80,23 @@ impl ReplayModel {
                 _ => None,
             })
             .collect();
+        let reflections = events
+            .iter()
+            .filter_map(|event| match &event.kind {
+                EventKind::Reflection { note, usage, .. } => Some((note.clone(), *usage)),
+                _ => None,
+            })
+            .collect();
+        let last_answer = events.iter().find_map(|event| match &event.kind {
+            EventKind::LastAnswer { answer, usage, .. } => Some((answer.clone(), *usage)),
+            _ => None,
+        });
         Self {
             source: source.into(),
             responses,
             summaries,
+            reflections,
+            last_answer,
             counter: None,
         }
     }
@@ -113,14 +130,37 @@ impl ReplayModel {
                 ),
             ));
         };
-        Ok(ModelResponse {
-            actions: vec![Action::Finish(Finish {
-                answer: summary.clone(),
-            })],
-            usage: *usage,
-            text: None,
-            model: None,
-        })
+        Ok(finish(summary, *usage))
+    }
+
+    /// The recorded reflection number `index` (1-based), as a finish.
+    fn reflection(&self, index: u32, step: u32) -> Result<ModelResponse, ModelError> {
+        let position = usize::try_from(index.saturating_sub(1)).unwrap_or(usize::MAX);
+        let Some((note, usage)) = self.reflections.get(position) else {
+            return Err(self.diverged(
+                step,
+                format!(
+                    "reflection {index} was asked for, but the recorded session made {}; replay it with the --reflect-every it was recorded with",
+                    self.reflections.len()
+                ),
+            ));
+        };
+        Ok(finish(note, *usage))
+    }
+
+    /// The recorded last answer, as a finish.
+    fn last_answer(&self, step: u32) -> Result<ModelResponse, ModelError> {
+        match &self.last_answer {
+            Some((Some(answer), usage)) => Ok(finish(answer, *usage)),
+            Some((None, _)) => Err(self.diverged(
+                step,
+                "the recorded session's last answer held no text".into(),
+            )),
+            None => Err(self.diverged(
+                step,
+                "a last answer was asked for, but the recorded session asked for none".into(),
+            )),
+        }
     }
 
     fn diverged(&self, step: u32, why: String) -> ModelError {
@@ -148,8 +188,11 @@ impl Model for ReplayModel {
         request: &ModelRequest,
         ctx: &ModelContext,
     ) -> Result<ModelResponse, ModelError> {
-        if let CallPurpose::Summary { index } = ctx.purpose {
-            return self.summary(index, ctx.step);
+        match ctx.purpose {
+            CallPurpose::Summary { index } => return self.summary(index, ctx.step),
+            CallPurpose::Reflection { index } => return self.reflection(index, ctx.step),
+            CallPurpose::LastAnswer => return self.last_answer(ctx.step),
+            CallPurpose::Step => {}
         }
         let index = usize::try_from(ctx.step.saturating_sub(1)).unwrap_or(usize::MAX);
         let Some(recorded) = self.responses.get(index) else {
@@ -183,6 +226,18 @@ impl Model for ReplayModel {
     }
 }
 
+/// A recorded text as the finish a positional request expects.
+fn finish(text: &str, usage: Usage) -> ModelResponse {
+    ModelResponse {
+        actions: vec![Action::Finish(Finish {
+            answer: text.to_owned(),
+        })],
+        usage,
+        text: None,
+        model: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use agent_core::{ToolCall, ToolSpec};
@@ -210,6 +265,7 @@ mod tests {
                     .collect(),
             ),
             max_output_tokens: None,
+            output_schema: None,
         }
     }
 

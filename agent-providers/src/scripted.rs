@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use agent_core::{
     Action, CallPurpose, Finish, Model, ModelContext, ModelError, ModelIdentity, ModelRequest,
-    ModelResponse, Usage, digest,
+    ModelResponse, Usage, digest, reflection_digest,
 };
 use async_trait::async_trait;
 use serde_json::Value;
@@ -39,7 +39,9 @@ pub enum ScriptError {
 /// A model whose responses are written in advance; response `n` answers step `n`.
 /// A summary request (a context policy's) takes no response from the script: it
 /// is answered with a digest of the turns it summarises
-/// ([`digest`](agent_core::digest)).
+/// ([`digest`](agent_core::digest)); a reflection is answered with the
+/// runtime's own look back ([`reflection_digest`](agent_core::reflection_digest)).
+/// The last answer after a limit takes the script's next response, like a step.
 ///
 /// A string element is raw model text (it may be invalid on purpose); an object
 /// element is serialised as it is. Both are parsed with the wire format.
@@ -117,11 +119,14 @@ impl Model for ScriptedModel {
         request: &ModelRequest,
         ctx: &ModelContext,
     ) -> Result<ModelResponse, ModelError> {
-        if let CallPurpose::Summary { .. } = ctx.purpose {
+        let aside = match ctx.purpose {
+            CallPurpose::Summary { .. } => Some(digest(&request.history)),
+            CallPurpose::Reflection { .. } => Some(reflection_digest(&request.history)),
+            CallPurpose::Step | CallPurpose::LastAnswer => None,
+        };
+        if let Some(answer) = aside {
             return Ok(ModelResponse {
-                actions: vec![Action::Finish(Finish {
-                    answer: digest(&request.history),
-                })],
+                actions: vec![Action::Finish(Finish { answer })],
                 usage: Usage::default(),
                 text: None,
                 model: Some("script".into()),
@@ -173,6 +178,7 @@ mod tests {
             history: Arc::default(),
             tools: Arc::new(Vec::new()),
             max_output_tokens: None,
+            output_schema: None,
         }
     }
 

@@ -46,6 +46,7 @@ fn request(history: Vec<HistoryItem>) -> ModelRequest {
         history: Arc::new(history),
         tools: Arc::new(vec![calculator_spec()]),
         max_output_tokens: Some(256),
+        output_schema: None,
     }
 }
 

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use agent_core::{Budgets, DEFAULT_MAX_STEPS};
+use agent_core::{Budgets, DEFAULT_MAX_INVALID, DEFAULT_MAX_STEPS, OnLimit, OutputSchema};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
@@ -57,6 +57,14 @@ fn default_trace_content() -> String {
 
 fn default_context() -> String {
     "keep-all".into()
+}
+
+fn default_max_invalid() -> u32 {
+    DEFAULT_MAX_INVALID
+}
+
+fn default_on_limit() -> String {
+    OnLimit::default().as_str().into()
 }
 
 /// Every setting of a session, as recorded in `SessionStarted.config`.
@@ -134,6 +142,21 @@ pub struct SessionConfig {
     /// `last:N`, `window:TOKENS` or `summarise:TOKENS[:KEEP]`.
     #[serde(default = "default_context")]
     pub context: String,
+    /// Invalid model outputs in a row that end the run, after one last request
+    /// for a plain-text answer (`--max-invalid`; 0: no such limit).
+    #[serde(default = "default_max_invalid")]
+    pub max_invalid: u32,
+    /// What a run that a limit ends does first (`--on-limit`): `stop` or
+    /// `summarise` (one last request for an answer from what was gathered).
+    #[serde(default = "default_on_limit")]
+    pub on_limit: String,
+    /// Steps between reflections (`--reflect-every`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reflect_every: Option<u32>,
+    /// The JSON Schema a finish's answer must satisfy (`--output-schema`; the
+    /// schema itself is recorded, not its file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
     /// Trace file (absolute), if any.
     #[serde(default)]
     pub trace: Option<PathBuf>,
@@ -204,6 +227,14 @@ pub struct RunOptions {
     pub allow_repeated_calls: Option<bool>,
     /// `--context`.
     pub context: Option<String>,
+    /// `--max-invalid`.
+    pub max_invalid: Option<u32>,
+    /// `--on-limit`: `stop` or `summarise`.
+    pub on_limit: Option<String>,
+    /// `--reflect-every` (0 turns recorded reflection off).
+    pub reflect_every: Option<u32>,
+    /// `--output-schema`: the JSON Schema itself (the CLI reads it from its file).
+    pub output_schema: Option<serde_json::Value>,
     /// `--threads`: CPU threads of a local model (folded into its spec).
     pub threads: Option<u32>,
     /// `--temperature`: sampling temperature of a local model (folded into its spec).
@@ -301,6 +332,14 @@ impl SessionConfig {
                     .to_string(),
                 None => base.context.clone(),
             },
+            max_invalid: options.max_invalid.unwrap_or(base.max_invalid),
+            on_limit: options.on_limit.clone().unwrap_or(base.on_limit.clone()),
+            reflect_every: match options.reflect_every {
+                Some(0) => None,
+                Some(every) => Some(every),
+                None => base.reflect_every,
+            },
+            output_schema: options.output_schema.clone().or(base.output_schema.clone()),
             trace,
             trace_content: options
                 .trace_content
@@ -337,6 +376,10 @@ impl SessionConfig {
             tool_retries: DEFAULT_TOOL_RETRIES,
             allow_repeated_calls: false,
             context: default_context(),
+            max_invalid: DEFAULT_MAX_INVALID,
+            on_limit: default_on_limit(),
+            reflect_every: None,
+            output_schema: None,
             trace: None,
             trace_content: default_trace_content(),
             confinement: None,
@@ -395,6 +438,8 @@ impl SessionConfig {
             }
         }
         self.context_spec()?;
+        self.on_limit()?;
+        self.output()?;
         crate::tools::builtin_registry(self)?;
         Ok(())
     }
@@ -426,6 +471,27 @@ impl SessionConfig {
             .map_err(|err| ConfigError::new(err.to_string()))
     }
 
+    /// What the session does when a limit ends it, as `--on-limit` names it.
+    pub fn on_limit(&self) -> Result<OnLimit, ConfigError> {
+        self.on_limit
+            .parse()
+            .map_err(|err: agent_core::UnknownOnLimit| ConfigError::new(err.to_string()))
+    }
+
+    /// The session's compiled output schema, if it has one.
+    pub fn output(&self) -> Result<Option<OutputSchema>, ConfigError> {
+        self.output_schema
+            .clone()
+            .map(|schema| {
+                OutputSchema::new(schema).map_err(|err| {
+                    ConfigError::new(format!(
+                        "--output-schema is not a usable JSON Schema: {err}; fix the schema file"
+                    ))
+                })
+            })
+            .transpose()
+    }
+
     /// The session's budgets.
     pub fn budgets(&self) -> Budgets {
         Budgets {
@@ -437,6 +503,7 @@ impl SessionConfig {
             timeout: self
                 .timeout_secs
                 .and_then(|secs| Duration::try_from_secs_f64(secs).ok()),
+            max_invalid: self.max_invalid,
         }
     }
 }

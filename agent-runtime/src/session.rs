@@ -103,7 +103,12 @@ impl Session {
             .workspace(config.workspace.clone())
             .max_output_tokens(Some(config.max_output_tokens))
             .record_content(config.trace_content == "full")
-            .refuse_repeated_calls(!config.allow_repeated_calls);
+            .refuse_repeated_calls(!config.allow_repeated_calls)
+            .on_limit(config.on_limit()?)
+            .reflect_every(config.reflect_every);
+        if let Some(schema) = config.output()? {
+            builder = builder.output_schema(schema);
+        }
         if let Some(queue) = options.queue {
             builder = builder.queue(queue);
         }

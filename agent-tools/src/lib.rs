@@ -12,13 +12,13 @@ mod mcp;
 mod registry;
 pub mod testing;
 mod typed;
-mod validate;
 mod workspace;
 
 /// The resilience layers (timeout, retry, circuit breaker), shared with models.
 pub use agent_layers as layers;
 pub mod confine;
 
+pub use agent_core::{ArgumentValidator, InvalidSchema};
 pub use builtin::{BUILTIN_TOOLS, BuiltinOptions, builtin_tool};
 pub use calculator::Calculator;
 pub use confine::{ChildPolicy, Confinement, exec_confined_if_asked};
@@ -28,7 +28,6 @@ pub use gate::{CommandGate, DEFAULT_GATE_TIMEOUT};
 pub use mcp::{DEFAULT_MCP_TIMEOUT, McpError, McpServer, output_of as mcp_output_of};
 pub use registry::{RegistryError, ToolRegistry, Validated};
 pub use typed::{ToolArguments, ToolFuture, Typed, TypedTool, input_schema_for};
-pub use validate::{ArgumentValidator, InvalidSchema};
 
 #[cfg(feature = "derive")]
 pub use agent_tools_derive::Tool;

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::typed::{Typed, TypedTool};
-use crate::validate::{ArgumentValidator, InvalidSchema};
+use agent_core::{ArgumentValidator, InvalidSchema};
 
 /// Why a tool could not be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -10,7 +10,6 @@ use std::time::Duration;
 use agent_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use async_trait::async_trait;
 use schemars::JsonSchema;
-use schemars::generate::SchemaSettings;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -40,22 +39,7 @@ pub trait TypedTool: ToolArguments {
     fn invoke<'a>(self, ctx: &'a ToolContext, state: &'a Self::State) -> ToolFuture<'a>;
 }
 
-/// The JSON Schema of `T` as a tool input schema: subschemas inlined (no `$ref`),
-/// no `$schema`/`title`, and `additionalProperties: false` at the top level so that
-/// a misspelled field is an error rather than silently ignored.
-pub fn input_schema_for<T: JsonSchema>() -> Value {
-    let mut schema = SchemaSettings::draft2020_12()
-        .with(|settings| settings.inline_subschemas = true)
-        .into_generator()
-        .into_root_schema_for::<T>();
-    schema.remove("$schema");
-    schema.remove("title");
-    schema.remove("description");
-    if let Some(object) = schema.as_object_mut() {
-        object.insert("additionalProperties".into(), Value::Bool(false));
-    }
-    schema.to_value()
-}
+pub use agent_core::input_schema_for;
 
 /// The [`Tool`] of a [`TypedTool`]: its spec, computed once, and its state.
 pub struct Typed<T: TypedTool> {

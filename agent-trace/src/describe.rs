@@ -2,7 +2,7 @@
 //! kind's name, on one line. The live console of `agent run` and the timeline of
 //! `agent show` both print it, so an event reads the same everywhere.
 
-use agent_core::{Action, EventKind};
+use agent_core::{Action, EventKind, LastAnswerKind};
 
 /// What `kind` says, on one line (parallel calls are joined with `; `).
 pub fn describe(kind: &EventKind) -> String {
@@ -98,7 +98,22 @@ pub fn describe(kind: &EventKind) -> String {
         EventKind::Strategy { name, data, .. } => format!("{name}: {data}"),
         EventKind::ResponseRefused { reason } => format!("refused: {reason}"),
         EventKind::FinishRejected { reason, .. } => format!("finish refused: {reason}"),
-        EventKind::Finished { answer } => answer.clone(),
+        EventKind::Finished {
+            answer,
+            output: Some(_),
+        } => format!("{answer} (matches the output schema)"),
+        EventKind::Finished { answer, .. } => answer.clone(),
+        EventKind::LastAnswer {
+            kind,
+            answer: Some(answer),
+            ..
+        } => format!("{} answer: {answer}", last_answer_name(*kind)),
+        EventKind::LastAnswer { kind, error, .. } => format!(
+            "no {} answer: {}",
+            last_answer_name(*kind),
+            error.as_deref().unwrap_or("")
+        ),
+        EventKind::Reflection { step, note, .. } => format!("after step {step}: {note}"),
         EventKind::Failed {
             exit_reason, error, ..
         } => format!("{exit_reason}: {}", error.as_deref().unwrap_or("")),
@@ -106,6 +121,13 @@ pub fn describe(kind: &EventKind) -> String {
         EventKind::Resumed { reason } => format!("resumed: {reason}"),
         EventKind::Queued { reason } => format!("queued: {reason}"),
         EventKind::Forked { parent, at } => format!("copy of {parent} up to seq {at}"),
+    }
+}
+
+fn last_answer_name(kind: LastAnswerKind) -> &'static str {
+    match kind {
+        LastAnswerKind::Partial => "partial",
+        LastAnswerKind::Degraded => "degraded",
     }
 }
 

@@ -88,6 +88,32 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
                 "output_tokens": usage.output_tokens,
             }),
         )],
+        EventKind::Reflection { note, usage, .. } => vec![line(
+            "reflection",
+            json!({
+                "note": mode.render(note),
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+            }),
+        )],
+        EventKind::LastAnswer {
+            kind,
+            answer,
+            error,
+            usage,
+        } => {
+            let mut fields = Map::new();
+            fields.insert("kind".into(), json!(kind));
+            if let Some(answer) = answer {
+                fields.insert("output".into(), json!(mode.render(answer)));
+            }
+            if let Some(error) = error {
+                fields.insert("error".into(), json!(error));
+            }
+            fields.insert("input_tokens".into(), json!(usage.input_tokens));
+            fields.insert("output_tokens".into(), json!(usage.output_tokens));
+            vec![line("last_answer", Value::Object(fields))]
+        }
         EventKind::ModelFallback { from, to, reason } => vec![line(
             "model_fallback",
             json!({"from": from, "to": to, "reason": reason}),

@@ -88,6 +88,10 @@ pub use agent_core::{
     ActionClaim, CallObserver, Drive, QueueView, QueuedAction, QueuedActionView, QueuedSessionView,
     SessionClaim, SessionCursor, SessionQuery, StoreCounts, Timed, WorkQueue, call_result_event,
 };
+pub use agent_core::{
+    DEFAULT_MAX_INVALID, LastAnswerKind, ModelUsage, OnLimit, OutputGuard, OutputSchema,
+    UnknownOnLimit, reflection_digest,
+};
 
 /// Resilience layers for tools and models: timeout, retry, circuit breaker.
 pub mod layers {

@@ -282,7 +282,17 @@ async fn no_finish_within_the_step_budget_is_max_steps_exceeded() {
     assert_eq!(result.exit_reason, ExitReason::MaxStepsExceeded);
     assert_eq!(result.exit_code(), 3);
     assert_eq!(result.steps_used, 2);
-    assert_eq!(h.model.requests.lock().unwrap().len(), 2);
+    let requests = h.model.requests.lock().unwrap();
+    assert_eq!(requests.len(), 3, "two steps and the last answer");
+    assert!(
+        requests[2].tools.is_empty(),
+        "the last answer offers no tools"
+    );
+    assert_eq!(
+        result.answer, None,
+        "the script's next response is a tool call"
+    );
+    assert!(!result.partial);
 }
 
 /// A tool that panics on every call.

@@ -47,6 +47,7 @@ impl Driver<'_> {
             history: Arc::new(replaced.to_vec()),
             tools: Arc::new(Vec::new()),
             max_output_tokens: Some(compaction.max_output_tokens),
+            output_schema: None,
         };
         let engine = self.engine;
         let reports = Arc::new(Reports::default());

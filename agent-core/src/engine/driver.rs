@@ -66,6 +66,22 @@ impl Bounds {
     }
 }
 
+impl Bounds {
+    /// Runs `future` for at most `limit` unless the log moves first; the run's
+    /// own deadline does not bound it (the last answer after that deadline).
+    pub(super) async fn wait_at_most<F: Future>(
+        &self,
+        limit: std::time::Duration,
+        future: F,
+    ) -> Bounded<F::Output> {
+        tokio::select! {
+            output = future => Bounded::Done(output),
+            () = tokio::time::sleep(limit) => Bounded::TimedOut,
+            () = self.signal.wake.notified() => Bounded::Interrupted,
+        }
+    }
+}
+
 /// The state of one session while the engine drives it.
 pub(super) struct Driver<'e> {
     pub(super) engine: &'e Engine,
@@ -197,7 +213,12 @@ impl<'e> Driver<'e> {
             Decision::Dispatch(calls) => self.dispatch(calls).await,
             Decision::Finish { answer } => {
                 if self.guarded(Checkpoint::Finish(&answer)).await? {
-                    self.record(EventKind::Finished { answer })?;
+                    let output = self
+                        .engine
+                        .output
+                        .as_ref()
+                        .and_then(|schema| schema.check(&answer).ok());
+                    self.record(EventKind::Finished { answer, output })?;
                 }
                 Ok(())
             }
@@ -236,7 +257,7 @@ impl<'e> Driver<'e> {
         match self.settle(verdict).await? {
             Some(Verdict::Proceed) => Ok(true),
             Some(Verdict::Intervene(event)) => {
-                self.record(event)?;
+                self.end_with(event).await?;
                 Ok(false)
             }
             None => Ok(false),
@@ -258,7 +279,7 @@ impl<'e> Driver<'e> {
                     .as_ref()
                     .map(|deadline| deadline.event.clone())
                     .unwrap_or_else(|| internal_failure("a wait timed out without a deadline"));
-                self.record(event)?;
+                self.end_with(event).await?;
                 Ok(None)
             }
             Bounded::Interrupted => {

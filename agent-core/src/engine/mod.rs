@@ -28,8 +28,10 @@
 mod commit;
 mod context_step;
 mod driver;
+mod last_answer;
 mod lease;
 mod model_step;
+mod reflect_step;
 mod repeat;
 mod reports;
 mod tool_step;
@@ -39,9 +41,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde_json::Value;
 
-use crate::budget::{Budgets, WallTime};
+use crate::budget::{Budgets, OnLimit, WallTime};
 use crate::context::ContextPolicy;
 use crate::control::{ControlError, decide_approval};
 use crate::error::EngineError;
@@ -50,8 +53,10 @@ use crate::gate::{CompletionGate, FinishGate};
 use crate::guard::Guard;
 use crate::id::new_session_id;
 use crate::model::Model;
+use crate::output::{OutputGuard, OutputSchema};
 use crate::queue::WorkQueue;
 use crate::result::RunResult;
+use crate::schema::InvalidSchema;
 use crate::sink::EventSink;
 use crate::snapshot::{DEFAULT_SNAPSHOT_EVERY, load_state};
 use crate::state::{PublicStatus, SessionState};
@@ -88,6 +93,9 @@ pub struct Engine {
     snapshot_every: Option<u64>,
     queue: Option<Arc<dyn WorkQueue>>,
     context: Option<Arc<dyn ContextPolicy>>,
+    on_limit: OnLimit,
+    reflect_every: Option<u32>,
+    output: Option<Arc<OutputSchema>>,
 }
 
 /// How a [`Engine::drive`] ended.
@@ -200,6 +208,37 @@ impl EngineBuilder {
         self
     }
 
+    /// What a run that a limit ends does first (default: one last request for
+    /// an answer from what was gathered, marked `partial`).
+    pub fn on_limit(mut self, on_limit: OnLimit) -> Self {
+        self.engine.on_limit = on_limit;
+        self
+    }
+
+    /// Every `every` steps, asks the model in a separate request whether it is
+    /// closer to the goal or going in circles; the note enters the history.
+    /// `None` or 0: never.
+    pub fn reflect_every(mut self, every: Option<u32>) -> Self {
+        self.engine.reflect_every = every.filter(|every| *every > 0);
+        self
+    }
+
+    /// The JSON Schema every finish's answer must satisfy: a finish that does not
+    /// is refused with feedback naming the field, and the accepted answer is the
+    /// result's `output`.
+    pub fn output_schema(mut self, schema: OutputSchema) -> Self {
+        let schema = Arc::new(schema);
+        self.guards.push(Arc::new(OutputGuard(Arc::clone(&schema))));
+        self.engine.output = Some(schema);
+        self
+    }
+
+    /// [`output_schema`](Self::output_schema) derived from `T`; read the result's
+    /// output back as a `T` with [`RunResult::output_as`].
+    pub fn output<T: JsonSchema>(self) -> Result<Self, InvalidSchema> {
+        Ok(self.output_schema(OutputSchema::of::<T>()?))
+    }
+
     /// A gate every finish must pass; a refusal becomes feedback and the run goes
     /// on. It is the last guard asked.
     pub fn completion_gate(mut self, gate: Arc<dyn CompletionGate>) -> Self {
@@ -259,6 +298,9 @@ impl Engine {
                 snapshot_every: Some(DEFAULT_SNAPSHOT_EVERY),
                 queue: None,
                 context: None,
+                on_limit: OnLimit::default(),
+                reflect_every: None,
+                output: None,
             },
             budgets: Budgets::default(),
             guards: Vec::new(),

@@ -49,6 +49,12 @@ impl Driver<'_> {
             }
             None => (call.history, None),
         };
+        if let Some(every) = engine.reflect_every {
+            let answered = self.state.steps_used();
+            if answered > 0 && answered % every == 0 && self.state.reflected_at() < answered {
+                return self.reflect(&call.instructions, history).await;
+            }
+        }
         let step = self.state.steps_used() + 1;
         self.record(EventKind::ModelRequested {
             step,
@@ -57,12 +63,20 @@ impl Driver<'_> {
         if self.state.status() != Status::Thinking {
             return Ok(());
         }
+        let instructions = match &engine.output {
+            Some(schema) => format!("{}\n\n{}", call.instructions, schema.instructions()),
+            None => call.instructions,
+        };
         let request = ModelRequest {
-            instructions: call.instructions,
+            instructions,
             task: self.state.task().to_owned(),
             history,
             tools,
             max_output_tokens: engine.max_output_tokens,
+            output_schema: engine
+                .output
+                .as_ref()
+                .map(|schema| Arc::clone(schema.schema())),
         };
         let reports = Arc::new(Reports::default());
         let ctx = ModelContext {

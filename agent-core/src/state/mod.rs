@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::event::{ApprovalDecision, Event, EventKind};
+use crate::event::{ApprovalDecision, Event, EventKind, LastAnswerKind};
 use crate::history::HistoryItem;
 use crate::result::{BudgetKind, ExitReason, RunResult, RunUsage};
 use crate::types::{Observation, PlanStep, ToolCall};
@@ -71,6 +71,15 @@ struct Outcome {
     answer: Option<String>,
     budget: Option<BudgetKind>,
     error: Option<String>,
+    #[serde(default)]
+    output: Option<Value>,
+}
+
+/// The last answer asked for after a limit ended the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct LastAnswer {
+    kind: LastAnswerKind,
+    answer: Option<String>,
 }
 
 /// The state of one session: a pure fold of its events. It serialises to JSON so
@@ -106,6 +115,17 @@ pub struct SessionState {
     #[serde(default)]
     records: Vec<StrategyRecord>,
     last_output_rejected: bool,
+    /// Model outputs rejected in a row since the last usable one.
+    #[serde(default)]
+    rejections_in_a_row: u32,
+    /// The fallback model that answered the call whose usage comes next.
+    #[serde(default)]
+    answering: Option<String>,
+    #[serde(default)]
+    last_answer: Option<LastAnswer>,
+    /// The step of the latest reflection (0 when none).
+    #[serde(default)]
+    reflected_at: u32,
     outcome: Option<Outcome>,
     /// Whether the last event queued the session for a worker.
     #[serde(default)]
@@ -139,6 +159,10 @@ impl SessionState {
             proposed_plan: None,
             records: Vec::new(),
             last_output_rejected: false,
+            rejections_in_a_row: 0,
+            answering: None,
+            last_answer: None,
+            reflected_at: 0,
             outcome: None,
             queued: false,
             submitted: false,
@@ -244,8 +268,8 @@ impl SessionState {
     }
 
     /// Session totals.
-    pub fn usage(&self) -> RunUsage {
-        self.usage
+    pub fn usage(&self) -> &RunUsage {
+        &self.usage
     }
 
     /// Calls dispatched to `tool` so far.
@@ -352,10 +376,13 @@ impl SessionState {
             exit_reason: ExitReason::AwaitingApproval,
             answer: None,
             steps_used: self.steps_used,
-            usage: self.usage,
+            usage: self.usage.clone(),
             budget: None,
             error: None,
             pending,
+            partial: false,
+            degraded: false,
+            output: None,
         })
     }
 
@@ -364,19 +391,63 @@ impl SessionState {
         self.last_output_rejected
     }
 
-    /// The result of an ended session; `None` while it runs.
+    /// Model outputs rejected in a row since the last usable one.
+    pub fn rejections_in_a_row(&self) -> u32 {
+        self.rejections_in_a_row
+    }
+
+    /// Whether the last answer after a limit was already asked for (a
+    /// `last_answer` event is in the log).
+    pub fn has_last_answer(&self) -> bool {
+        self.last_answer.is_some()
+    }
+
+    /// The step of the latest reflection (0 when none).
+    pub fn reflected_at(&self) -> u32 {
+        self.reflected_at
+    }
+
+    /// The result of an ended session; `None` while it runs. A run a limit
+    /// ended carries the last answer it asked for, marked `partial` or
+    /// `degraded`.
     pub fn run_result(&self) -> Option<RunResult> {
         let outcome = self.outcome.as_ref()?;
+        let last_answer = self
+            .last_answer
+            .as_ref()
+            .filter(|_| outcome.answer.is_none() && outcome.exit_reason != ExitReason::Finished)
+            .and_then(|last| Some((last.kind, last.answer.clone()?)));
+        let (answer, partial, degraded) = match last_answer {
+            Some((kind, answer)) => (
+                Some(answer),
+                kind == LastAnswerKind::Partial,
+                kind == LastAnswerKind::Degraded,
+            ),
+            None => (outcome.answer.clone(), false, false),
+        };
         Some(RunResult {
             session_id: self.session_id.clone(),
             exit_reason: outcome.exit_reason,
-            answer: outcome.answer.clone(),
+            answer,
             steps_used: self.steps_used,
-            usage: self.usage,
+            usage: self.usage.clone(),
             budget: outcome.budget.clone(),
             error: outcome.error.clone(),
             pending: Vec::new(),
+            partial,
+            degraded,
+            output: outcome.output.clone(),
         })
+    }
+
+    /// The name usage is counted under when no fallback answered: the
+    /// recorded `model` of the session's configuration, else `model`.
+    fn primary_model(&self) -> String {
+        self.config
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or("model")
+            .to_owned()
     }
 }
 

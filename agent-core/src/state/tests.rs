@@ -73,6 +73,7 @@ fn a_tool_turn_then_a_finish_walks_the_status_machine() {
         })]),
         EventKind::Finished {
             answer: "done".into(),
+            output: None,
         },
     ])
     .unwrap();
@@ -98,7 +99,13 @@ fn an_illegal_event_names_the_event_and_the_status_and_changes_nothing() {
     let mut state = apply_all(vec![started()]).unwrap();
     let before = state.clone();
     let err = state
-        .apply(&event(2, EventKind::Finished { answer: "x".into() }))
+        .apply(&event(
+            2,
+            EventKind::Finished {
+                answer: "x".into(),
+                output: None,
+            },
+        ))
         .unwrap_err();
     assert_eq!(
         err.to_string(),

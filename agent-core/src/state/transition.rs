@@ -5,7 +5,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::{Outcome, SessionState, StateError, Status, StrategyRecord, TurnCall};
+use super::{LastAnswer, Outcome, SessionState, StateError, Status, StrategyRecord, TurnCall};
 use crate::event::{ApprovalDecision, EventKind};
 use crate::history::HistoryItem;
 use crate::result::ExitReason;
@@ -56,12 +56,37 @@ impl SessionState {
                 require(self.status == Status::Thinking)?;
                 self.count_response(*usage);
                 self.last_output_rejected = true;
+                self.rejections_in_a_row += 1;
                 self.feedback(error.clone(), seq);
             }
-            EventKind::ModelRetried { .. } | EventKind::ModelFallback { .. } => require(matches!(
+            EventKind::ModelRetried { .. } => require(matches!(
                 self.status,
                 Status::Thinking | Status::Idle | Status::Observing
             ))?,
+            EventKind::ModelFallback { to, .. } => {
+                self.require_open(illegal)?;
+                self.answering = Some(to.clone());
+            }
+            EventKind::LastAnswer {
+                kind,
+                answer,
+                usage,
+                ..
+            } => {
+                self.require_open(illegal)?;
+                require(self.last_answer.is_none())?;
+                self.count_call(*usage);
+                self.last_answer = Some(LastAnswer {
+                    kind: *kind,
+                    answer: answer.clone(),
+                });
+            }
+            EventKind::Reflection { step, note, usage } => {
+                require(matches!(self.status, Status::Idle | Status::Observing))?;
+                self.count_call(*usage);
+                self.reflected_at = *step;
+                self.feedback(format!("Reflection after step {step}: {note}"), seq);
+            }
             EventKind::ContextCompacted {
                 from_seq,
                 to_seq,
@@ -213,7 +238,7 @@ impl SessionState {
                 self.proposed_finish = None;
                 self.feedback(format!("{reason}\n{details}").trim_end().to_owned(), seq);
             }
-            EventKind::Finished { answer } => {
+            EventKind::Finished { answer, output } => {
                 require(match self.status {
                     Status::Thinking => self.proposed_finish.is_some(),
                     Status::Idle | Status::Observing => !self.records.is_empty(),
@@ -226,6 +251,7 @@ impl SessionState {
                         answer: Some(answer.clone()),
                         budget: None,
                         error: None,
+                        output: output.clone(),
                     },
                 );
             }
@@ -241,6 +267,7 @@ impl SessionState {
                         answer: None,
                         budget: None,
                         error: Some(reason.clone()),
+                        output: None,
                     },
                 );
             }
@@ -257,6 +284,7 @@ impl SessionState {
                         answer: None,
                         budget: budget.clone(),
                         error: error.clone(),
+                        output: None,
                     },
                 );
             }
@@ -284,6 +312,7 @@ impl SessionState {
     /// or a plan for the strategy to accept.
     fn respond(&mut self, actions: &[Action], text: Option<&String>, seq: u64) {
         self.last_output_rejected = false;
+        self.rejections_in_a_row = 0;
         let calls: Vec<ToolCall> = actions
             .iter()
             .filter_map(|action| match action {
@@ -440,9 +469,19 @@ impl SessionState {
     }
 
     /// A model call that is not a step (a summary): its call and tokens count.
+    /// The call is counted under the fallback model that answered it, if one
+    /// did, else under the session's model.
     fn count_call(&mut self, usage: Usage) {
         self.usage.model_calls += 1;
         self.usage.input_tokens += usage.input_tokens;
         self.usage.output_tokens += usage.output_tokens;
+        let model = self
+            .answering
+            .take()
+            .unwrap_or_else(|| self.primary_model());
+        let by_model = self.usage.by_model.entry(model).or_default();
+        by_model.model_calls += 1;
+        by_model.input_tokens += usage.input_tokens;
+        by_model.output_tokens += usage.output_tokens;
     }
 }

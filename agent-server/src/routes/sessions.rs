@@ -76,6 +76,17 @@ pub struct CreateSession {
     /// What history each model request holds: `keep-all` (default), `last:N`,
     /// `window:TOKENS` or `summarise:TOKENS[:KEEP]`.
     pub context: Option<String>,
+    /// Invalid model outputs in a row that end the run after one last request
+    /// for a plain-text answer (default 3; 0: no such limit).
+    pub max_invalid: Option<u32>,
+    /// When a limit ends the run: `summarise` (default: one last request for an
+    /// answer from what was gathered, marked `partial`) or `stop`.
+    pub on_limit: Option<String>,
+    /// Steps between reflections (none by default).
+    pub reflect_every: Option<u32>,
+    /// A JSON Schema the final answer must satisfy; the result's `output`.
+    #[schema(value_type = Option<Object>)]
+    pub output_schema: Option<Value>,
     /// CPU threads of a local model (default 2).
     pub threads: Option<u32>,
     /// Sampling temperature of a local model, 0 to 2 (default 0).
@@ -113,6 +124,10 @@ impl CreateSession {
             tool_retries: self.tool_retries,
             allow_repeated_calls: self.allow_repeated_calls,
             context: self.context,
+            max_invalid: self.max_invalid,
+            on_limit: self.on_limit,
+            reflect_every: self.reflect_every,
+            output_schema: self.output_schema,
             threads: self.threads,
             temperature: self.temperature,
             trace: self.trace,
@@ -358,7 +373,7 @@ fn view(session: &SessionState) -> SessionView {
         updated_at: timestamp(session.updated_at()),
         last_seq: session.last_seq(),
         steps_used: session.steps_used(),
-        usage: session.usage(),
+        usage: session.usage().clone(),
         pending: session.undecided_calls(),
         tools: builtin_specs(session),
         result: session.run_result(),

@@ -391,6 +391,7 @@ impl StrategyWork for NodeJob {
                     history: Arc::default(),
                     tools: Arc::new(Vec::new()),
                     max_output_tokens: ctx.max_output_tokens,
+                    output_schema: None,
                 };
                 let model_ctx = ModelContext::new(ctx.session_id.clone(), self.step);
                 match ctx.model.complete(&request, &model_ctx).await {

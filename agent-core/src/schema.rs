@@ -1,10 +1,31 @@
-//! Argument validation: a tool's JSON Schema compiled once, and errors turned into
-//! one message that names every offending field.
+//! JSON Schemas: derived from Rust types ([`input_schema_for`]), compiled once
+//! ([`ArgumentValidator`]), with errors turned into one message that names every
+//! offending field. Tool arguments and a session's typed output are checked with
+//! them.
 
 use jsonschema::error::ValidationErrorKind;
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
 use serde_json::Value;
 
-/// A tool's input schema, compiled once.
+/// The JSON Schema of `T` as a tool input or output schema: subschemas inlined
+/// (no `$ref`), no `$schema`/`title`, and `additionalProperties: false` at the
+/// top level so that a misspelled field is an error rather than silently ignored.
+pub fn input_schema_for<T: JsonSchema>() -> Value {
+    let mut schema = SchemaSettings::draft2020_12()
+        .with(|settings| settings.inline_subschemas = true)
+        .into_generator()
+        .into_root_schema_for::<T>();
+    schema.remove("$schema");
+    schema.remove("title");
+    schema.remove("description");
+    if let Some(object) = schema.as_object_mut() {
+        object.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    schema.to_value()
+}
+
+/// A JSON Schema (a tool's input, a session's output), compiled once.
 #[derive(Debug, Clone)]
 pub struct ArgumentValidator {
     validator: jsonschema::Validator,
@@ -13,7 +34,7 @@ pub struct ArgumentValidator {
 
 /// A schema that cannot be compiled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid input schema: {0}")]
+#[error("invalid JSON Schema: {0}")]
 pub struct InvalidSchema(pub String);
 
 impl ArgumentValidator {

@@ -1,0 +1,105 @@
+//! Reflection (`reflect_every`): every N steps, before the next decision, the
+//! model is asked in a separate request — the history it would see, no tools —
+//! whether it is closer to the goal or going in circles. Its answer is recorded
+//! as a `reflection` event, whose note enters the history, so the next decision
+//! sees it. Nothing is recorded until the answer is in.
+
+use std::sync::Arc;
+
+use tracing::Instrument;
+
+use super::driver::{Driver, internal_failure};
+use super::model_step::record_chat;
+use super::reports::{ModelReports, Reports};
+use crate::cancel::Cancellation;
+use crate::context::reflection_digest;
+use crate::error::EngineError;
+use crate::event::EventKind;
+use crate::history::HistoryItem;
+use crate::model::{CallPurpose, ModelContext, ModelError, ModelRequest};
+use crate::result::ExitReason;
+use crate::telemetry;
+use crate::types::Action;
+
+/// What the reflection request asks.
+const REFLECT: &str = "Do not call a tool now. Look back over the steps so far: are you getting closer to answering the task, or going in circles (calling the same tools with the same arguments, getting the same results)? In two or three sentences, say what you have learned and what you will do next; if you have enough, say that you will finish.";
+
+impl Driver<'_> {
+    /// Asks for and records the reflection after the steps answered so far.
+    pub(super) async fn reflect(
+        &mut self,
+        instructions: &str,
+        history: Arc<Vec<HistoryItem>>,
+    ) -> Result<(), EngineError> {
+        let engine = self.engine;
+        let step = self.state.steps_used();
+        let request = ModelRequest {
+            instructions: format!("{instructions}\n\n{REFLECT}"),
+            task: self.state.task().to_owned(),
+            history,
+            tools: Arc::new(Vec::new()),
+            max_output_tokens: engine.max_output_tokens,
+            output_schema: None,
+        };
+        let reports = Arc::new(Reports::default());
+        let every = engine.reflect_every.unwrap_or(1).max(1);
+        let ctx = ModelContext {
+            session_id: self.state.session_id().to_owned(),
+            step,
+            observer: Arc::new(ModelReports(Arc::clone(&reports))),
+            cancel: Cancellation::new(),
+            purpose: CallPurpose::Reflection {
+                index: step / every,
+            },
+        };
+        let span = telemetry::chat_span(self.state.session_id(), step, &engine.model.identity());
+        let outcome = self
+            .bounds
+            .wait(
+                engine
+                    .model
+                    .complete(&request, &ctx)
+                    .instrument(span.clone()),
+            )
+            .await;
+        ctx.cancel.cancel();
+        record_chat(&span, &outcome, engine.record_content);
+        let Some(outcome) = self.settle(outcome).await? else {
+            return Ok(());
+        };
+        for report in reports.take() {
+            self.record_timed(report)?;
+        }
+        let (text, usage) = match outcome {
+            Ok(response) => {
+                let answer = response
+                    .actions
+                    .into_iter()
+                    .find_map(|action| match action {
+                        Action::Finish(finish) => Some(finish.answer),
+                        _ => None,
+                    });
+                (answer.or(response.text), response.usage)
+            }
+            Err(ModelError::InvalidOutput { raw, usage, .. }) => (Some(raw), usage),
+            Err(err @ (ModelError::Transient { .. } | ModelError::Fatal { .. })) => {
+                return self.record(EventKind::Failed {
+                    exit_reason: ExitReason::ProviderError,
+                    budget: None,
+                    error: Some(format!("reflection after step {step}: {err}")),
+                });
+            }
+            Err(ModelError::Internal { message }) => return self.record(internal_failure(message)),
+        };
+        let note = text
+            .map(|text| text.trim().to_owned())
+            .filter(|text| !text.is_empty())
+            .unwrap_or_else(|| {
+                format!(
+                    "{} (The model's reflection held no text, so the runtime wrote this one.)",
+                    reflection_digest(&request.history)
+                )
+            });
+        self.record(EventKind::Reflection { step, note, usage })
+    }
+}

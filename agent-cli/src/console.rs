@@ -67,7 +67,17 @@ pub fn report(result: &RunResult, json: bool) -> Result<u8, CliError> {
 fn print_outcome(result: &RunResult) -> io::Result<()> {
     let mut text = String::new();
     if let Some(answer) = &result.answer {
-        text.push_str(&format!("answer: {answer}\n"));
+        let label = if result.partial {
+            "partial answer (written after a limit ended the run)"
+        } else if result.degraded {
+            "degraded answer (plain text after repeated invalid output)"
+        } else {
+            "answer"
+        };
+        text.push_str(&format!("{label}: {answer}\n"));
+    }
+    if let Some(output) = &result.output {
+        text.push_str(&format!("output: {output}\n"));
     }
     let usage = &result.usage;
     text.push_str(&format!(
@@ -79,6 +89,14 @@ fn print_outcome(result: &RunResult) -> io::Result<()> {
         usage.input_tokens,
         usage.output_tokens
     ));
+    if usage.by_model.len() > 1 {
+        for (model, counted) in &usage.by_model {
+            text.push_str(&format!(
+                "\n  {model}: {} call(s), {} input and {} output tokens",
+                counted.model_calls, counted.input_tokens, counted.output_tokens
+            ));
+        }
+    }
     if let Some(budget) = &result.budget {
         text.push_str(&format!("\nbudget exceeded: {budget}"));
     }

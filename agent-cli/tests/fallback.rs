@@ -1,7 +1,8 @@
 //! `--fallback-model` as a user runs it: a primary provider that refuses every
 //! connection, a scripted fallback that answers; the run finishes with the
 //! fallback's answer, the switch is a `model_fallback` trace line, and the
-//! fallback is recorded with the other flags.
+//! fallback is recorded with the other flags; `usage.by_model` counts the
+//! calls under the model that answered them.
 
 #![allow(
     clippy::indexing_slicing,
@@ -64,6 +65,15 @@ fn a_dead_primary_with_a_live_fallback_finishes_with_84() {
         "{}",
         fallbacks[0]
     );
+    let by_model = result["usage"]["by_model"].as_object().unwrap();
+    assert_eq!(
+        by_model.len(),
+        1,
+        "only the fallback answered: {by_model:?}"
+    );
+    let (spec, counted) = by_model.iter().next().unwrap();
+    assert!(spec.starts_with("scripted:"), "{spec}");
+    assert_eq!(counted["model_calls"], 2);
     let id = result["session_id"].as_str().unwrap();
     let shown = json_stdout(&scratch.run(&["show", id, "--json"]));
     let recorded = &shown["events"][0]["kind"]["config"]["fallback_models"];

@@ -84,9 +84,11 @@ async fn openai_compatible_server_finishes_after_a_retried_429_with_summed_usage
     let result = json_stdout(&output);
     assert_eq!(result["exit_reason"], "finished");
     assert_eq!(result["answer"], "12 times 7 is 84, which is above 80.");
+    let spec = format!("openai:m@{}/v1", server.url());
     assert_eq!(
         result["usage"],
-        json!({"input_tokens": 90, "output_tokens": 14, "model_calls": 2, "tool_calls": 1})
+        json!({"input_tokens": 90, "output_tokens": 14, "model_calls": 2, "tool_calls": 1,
+               "by_model": {spec: {"input_tokens": 90, "output_tokens": 14, "model_calls": 2}}})
     );
     assert_eq!(result["steps_used"], 2, "a retry is not a step");
     let lines = trace_lines(&scratch.path("trace.jsonl"));
@@ -314,7 +316,12 @@ async fn token_and_model_call_budgets_end_the_run_with_exit_5() {
     );
     assert_eq!(output.status.code(), Some(5));
     assert_eq!(json_stdout(&output)["budget"], "model_calls");
-    assert_eq!(server.received().len(), 1);
+    let received = server.received();
+    assert_eq!(received.len(), 2, "one step, then the last answer");
+    assert!(
+        received[1].body.get("tools").is_none(),
+        "the last answer offers no tools"
+    );
 
     let server = FakeProvider::start(vec![openai_text("x")]).await.unwrap();
     let output = run(

@@ -28,9 +28,20 @@ fn the_calculator_task_finishes_with_the_contract_trace() {
     assert_eq!(result["exit_reason"], "finished");
     assert_eq!(result["answer"], "12 times 7 is 84, which is above 80.");
     assert_eq!(result["steps_used"], 2);
+    let mut usage = result["usage"].clone();
+    let by_model = usage.as_object_mut().unwrap().remove("by_model").unwrap();
     assert_eq!(
-        result["usage"],
+        usage,
         json!({"input_tokens": 0, "output_tokens": 0, "model_calls": 2, "tool_calls": 1})
+    );
+    let (spec, counted) = by_model.as_object().unwrap().iter().next().unwrap();
+    assert!(
+        spec.starts_with("scripted:") && spec.ends_with("calc.json"),
+        "{spec}"
+    );
+    assert_eq!(
+        counted,
+        &json!({"input_tokens": 0, "output_tokens": 0, "model_calls": 2})
     );
     assert_eq!(result["budget"], Value::Null);
     assert_eq!(result["error"], Value::Null);
@@ -225,8 +236,10 @@ fn exit_codes_follow_the_contract() {
             "run_started",
             "model_feedback",
             "model_feedback",
+            "last_answer",
             "run_finished"
-        ]
+        ],
+        "the script has no plain-text answer left, so the last answer is recorded empty"
     );
 
     let (code, result, _) = run_script(

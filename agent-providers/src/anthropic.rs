@@ -49,6 +49,11 @@ impl WireFormat for Messages {
     }
 }
 
+/// The tool a Messages request offers for the final answer when the session
+/// has an output schema: its input is the answer, as JSON. The name is
+/// reserved: a call to it is always read as the finish.
+pub const OUTPUT_TOOL: &str = "agent_final_answer";
+
 /// Appends `block` to the last message if it has `role`, else starts a message.
 fn push_block(messages: &mut Vec<Value>, role: &str, block: Value) {
     if let Some(last) = messages.last_mut()
@@ -126,23 +131,33 @@ pub fn messages_request(model: &str, request: &ModelRequest) -> Value {
         "system": request.instructions,
         "messages": messages,
     });
-    if !request.tools.is_empty()
+    let mut tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(|tool| {
+            json!({
+                "name": tool.name,
+                "description": tool.description,
+                "input_schema": tool.input_schema,
+            })
+        })
+        .collect();
+    if let Some(schema) = request
+        .output_schema
+        .as_ref()
+        .filter(|schema| schema["type"] == "object")
+        .filter(|_| !request.tools.iter().any(|tool| tool.name == OUTPUT_TOOL))
+    {
+        tools.push(json!({
+            "name": OUTPUT_TOOL,
+            "description": "Finish: give the final answer, whose fields this schema describes.",
+            "input_schema": schema,
+        }));
+    }
+    if !tools.is_empty()
         && let Some(fields) = body.as_object_mut()
     {
-        fields.insert(
-            "tools".into(),
-            json!(
-                request
-                    .tools
-                    .iter()
-                    .map(|tool| json!({
-                        "name": tool.name,
-                        "description": tool.description,
-                        "input_schema": tool.input_schema,
-                    }))
-                    .collect::<Vec<_>>()
-            ),
-        );
+        fields.insert("tools".into(), json!(tools));
     }
     body
 }
@@ -199,6 +214,12 @@ pub fn parse_messages_response(
                     return Err(invalid(format!(
                         "the input of the call to `{name}` must be a JSON object"
                     )));
+                }
+                if name == OUTPUT_TOOL {
+                    actions.push(Action::Finish(Finish {
+                        answer: input.to_string(),
+                    }));
+                    continue;
                 }
                 actions.push(Action::ToolCall(ToolCall {
                     id: block["id"].as_str().unwrap_or_default().to_owned(),

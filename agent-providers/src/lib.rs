@@ -37,8 +37,8 @@ mod scripted;
 
 #[cfg(feature = "anthropic")]
 pub use anthropic::{
-    ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_VERSION, Anthropic, Messages, messages_request,
-    parse_messages_response,
+    ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_VERSION, Anthropic, Messages, OUTPUT_TOOL,
+    messages_request, parse_messages_response,
 };
 #[cfg(feature = "http")]
 pub use chat::{HttpChatModel, WireFormat};

@@ -147,6 +147,15 @@ pub fn chat_request(model: &str, request: &ModelRequest) -> Value {
         body.insert("tool_choice".into(), json!("auto"));
         body.insert("parallel_tool_calls".into(), json!(true));
     }
+    if let Some(schema) = &request.output_schema {
+        body.insert(
+            "response_format".into(),
+            json!({
+                "type": "json_schema",
+                "json_schema": {"name": "final_answer", "schema": schema, "strict": false},
+            }),
+        );
+    }
     Value::Object(body)
 }
 

@@ -20,7 +20,8 @@ use agent_core::{
 };
 use agent_layers::{Retry, RetryPolicy};
 use agent_providers::{
-    Anthropic, JsonText, OpenAi, ProviderConfig, chat_request, messages_request,
+    Anthropic, JsonText, OUTPUT_TOOL, OpenAi, ProviderConfig, chat_request, messages_request,
+    parse_messages_response,
 };
 use agent_testkit::{FakeProvider, Reply};
 use serde_json::{Value, json};
@@ -137,6 +138,52 @@ fn openai_requests_match_the_golden_files() {
             &chat_request("gpt-test", &request(history)),
         );
     }
+}
+
+fn product_schema() -> Value {
+    json!({"type": "object", "properties": {"product": {"type": "integer"}}, "required": ["product"]})
+}
+
+#[test]
+fn an_output_schema_is_an_openai_response_format() {
+    let mut with_schema = request(Vec::new());
+    with_schema.output_schema = Some(Arc::new(product_schema()));
+    let body = chat_request("gpt-test", &with_schema);
+    assert_eq!(body["response_format"]["type"], "json_schema");
+    assert_eq!(
+        body["response_format"]["json_schema"]["schema"],
+        product_schema()
+    );
+    assert!(
+        chat_request("gpt-test", &request(Vec::new()))
+            .get("response_format")
+            .is_none()
+    );
+}
+
+#[test]
+fn an_output_schema_is_an_anthropic_tool_whose_call_is_the_finish() {
+    let mut with_schema = request(Vec::new());
+    with_schema.output_schema = Some(Arc::new(product_schema()));
+    let body = messages_request("claude-test", &with_schema);
+    let tools = body["tools"].as_array().unwrap();
+    let output = tools
+        .iter()
+        .find(|tool| tool["name"] == OUTPUT_TOOL)
+        .unwrap();
+    assert_eq!(output["input_schema"], product_schema());
+    assert_eq!(tools.len(), 2, "the calculator and the answer");
+    let response = json!({"content": [
+        {"type": "tool_use", "id": "t1", "name": OUTPUT_TOOL, "input": {"product": 84}}
+    ], "usage": {"input_tokens": 5, "output_tokens": 3}});
+    let parsed = parse_messages_response(&response, Some(&response)).unwrap();
+    let [Action::Finish(finish)] = parsed.actions.as_slice() else {
+        panic!("expected a finish, got {:?}", parsed.actions);
+    };
+    assert_eq!(
+        serde_json::from_str::<Value>(&finish.answer).unwrap(),
+        json!({"product": 84})
+    );
 }
 
 #[test]

@@ -118,7 +118,7 @@ pub enum Requeued {
     /// It waits in the work queue for a worker.
     Queued,
     /// It has ended, or waits for a human decision: nothing to queue; its result.
-    Stopped(RunResult),
+    Stopped(Box<RunResult>),
 }
 
 /// Tries at recording the queueing while others write to the same session.
@@ -136,7 +136,7 @@ pub async fn queue_again(
     for _ in 0..QUEUE_TRIES {
         let mut state = load(store, session_id).await?;
         if let Some(result) = state.run_result().or_else(|| state.awaiting_result()) {
-            return Ok(Requeued::Stopped(result));
+            return Ok(Requeued::Stopped(Box::new(result)));
         }
         let before = state.last_seq();
         let event = Event::new(

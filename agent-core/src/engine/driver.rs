@@ -181,7 +181,7 @@ impl<'e> Driver<'e> {
                 .or_else(|| self.state.awaiting_result())
             {
                 if self.flush(Durability::Full).await? {
-                    return Ok(Drive::Stopped(result));
+                    return Ok(Drive::Stopped(Box::new(result)));
                 }
                 continue;
             }

@@ -102,7 +102,7 @@ pub struct Engine {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Drive {
     /// The session ended, or waits for a human: its result.
-    Stopped(RunResult),
+    Stopped(Box<RunResult>),
     /// Its tool calls are in the work queue; it continues when their results are in.
     Parked,
 }
@@ -270,7 +270,7 @@ impl Drive {
     /// The result of a `run` or `resume` drive, which only parks when asked to.
     fn into_result(self, session_id: &str) -> Result<RunResult, EngineError> {
         match self {
-            Self::Stopped(result) => Ok(result),
+            Self::Stopped(result) => Ok(*result),
             Self::Parked => Err(EngineError::Parked {
                 session_id: session_id.to_owned(),
             }),
@@ -446,7 +446,7 @@ impl Engine {
                     Err(err) => Err(err),
                 }
             }
-            Ok(Err(result)) => Ok(Drive::Stopped(result)),
+            Ok(Err(result)) => Ok(Drive::Stopped(Box::new(result))),
             Err(err) => Err(err),
         };
         lease.release(self).await;

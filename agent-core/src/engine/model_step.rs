@@ -51,7 +51,10 @@ impl Driver<'_> {
         };
         if let Some(every) = engine.reflect_every {
             let answered = self.state.steps_used();
-            if answered > 0 && answered % every == 0 && self.state.reflected_at() < answered {
+            if answered > 0
+                && answered.is_multiple_of(every)
+                && self.state.reflected_at() < answered
+            {
                 return self.reflect(&call.instructions, history).await;
             }
         }

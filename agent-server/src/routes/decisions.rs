@@ -204,7 +204,7 @@ pub async fn resume(
                 Json(StatusOf {
                     status: session.public_status(),
                     session_id: id,
-                    result: Some(result),
+                    result: Some(*result),
                 })
                 .into_response()
             }

@@ -625,7 +625,13 @@
       case "finish_rejected":
         return [what(kind.reason), longText(kind.details, "muted")];
       case "finished":
-        return [what("answer:"), longText(kind.answer)];
+        return [what(kind.output != null ? "answer (matches the output schema):" : "answer:"), longText(kind.answer)];
+      case "last_answer":
+        return kind.answer != null
+          ? [what(`${kind.kind} answer, asked for after the limit:`), longText(kind.answer)]
+          : [what(`no ${kind.kind} answer`), h("div", { class: "muted" }, kind.error || "")];
+      case "reflection":
+        return [what(`reflection after step ${kind.step}:`), longText(kind.note)];
       case "resumed":
       case "queued":
         return [what(kind.reason)];
@@ -766,6 +772,8 @@
           "section",
           { class: `result ${session.status}`, "aria-label": "Result" },
           h("h2", {}, session.status === "finished" ? "Answer" : "Ended"),
+          run.partial ? h("div", { class: "muted" }, "partial answer: written after a limit ended the run") : null,
+          run.degraded ? h("div", { class: "muted" }, "degraded answer: plain text after repeated invalid output") : null,
           run.answer ? longText(run.answer) : null,
           h("div", { class: "muted" }, `exit reason ${run.exit_reason}`, run.budget ? ` (${run.budget})` : ""),
           run.error ? h("div", { class: "error-text" }, run.error) : null,

@@ -167,6 +167,84 @@ async fn a_step_limit_asks_once_more_and_keeps_its_exit_code() {
     assert!(again.partial);
 }
 
+/// Calls the calculator, then hangs on every step; the last answer comes at once.
+struct HangsAfterOneStep;
+
+#[async_trait]
+impl Model for HangsAfterOneStep {
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        ctx: &ModelContext,
+    ) -> Result<ModelResponse, ModelError> {
+        let answer = match ctx.purpose {
+            agent::CallPurpose::LastAnswer => finish("84, before the time ran out"),
+            _ if ctx.step == 1 => calc(12, 7),
+            _ => {
+                tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+                finish("too late")
+            }
+        };
+        ScriptedModel::from_values(vec![answer])
+            .unwrap()
+            .complete(request, &ModelContext::new(&ctx.session_id, 1))
+            .await
+    }
+}
+
+#[tokio::test]
+async fn the_wall_time_limit_still_answers_after_its_deadline() {
+    let run = Run::new(Arc::new(HangsAfterOneStep));
+    let budgets = Budgets {
+        timeout: Some(std::time::Duration::from_millis(300)),
+        ..Budgets::default()
+    };
+    let result = run
+        .builder(budgets)
+        .build()
+        .run("What is 12 times 7?", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(result.exit_reason, ExitReason::BudgetExceeded);
+    assert_eq!(result.budget, Some(BudgetKind::WallTime));
+    assert!(result.partial, "{result:?}");
+    assert_eq!(
+        result.answer.as_deref(),
+        Some("84, before the time ran out")
+    );
+}
+
+#[tokio::test]
+async fn a_crash_after_the_last_answer_is_recorded_does_not_ask_again() {
+    let script = vec![calc(12, 7), calc(84, 1), finish("84, partially checked")];
+    let first = Run::new(scripted(script.clone()));
+    let result = first
+        .builder(steps(2))
+        .build()
+        .run("What is 12 times 7?", json!({}))
+        .await
+        .unwrap();
+    let mut events = first.store.load(&result.session_id).await.unwrap();
+    let failed = events.pop().unwrap();
+    assert_eq!(failed.kind.name(), "failed");
+    let crashed = Run::new(scripted(script));
+    crashed
+        .store
+        .append(agent::Append::creating(&events, agent::Durability::Full).unwrap())
+        .await
+        .unwrap();
+    let resumed = crashed
+        .builder(steps(2))
+        .build()
+        .resume(&result.session_id)
+        .await
+        .unwrap();
+    assert!(crashed.requests().is_empty(), "the answer was already in");
+    assert_eq!(resumed.answer, result.answer);
+    assert!(resumed.partial);
+    assert_eq!(resumed.exit_reason, ExitReason::MaxStepsExceeded);
+}
+
 #[tokio::test]
 async fn on_limit_stop_ends_without_asking() {
     let run = Run::new(scripted(vec![calc(12, 7), calc(84, 1), finish("never")]));

@@ -7,19 +7,13 @@
 
 use std::sync::Arc;
 
-use tracing::Instrument;
-
 use super::driver::{Driver, internal_failure};
-use super::model_step::record_chat;
-use super::reports::{ModelReports, Reports};
-use crate::cancel::Cancellation;
 use crate::context::{Compaction, ContextInput, ContextPolicy, digest};
 use crate::error::EngineError;
 use crate::event::EventKind;
 use crate::history::HistoryItem;
-use crate::model::{CallPurpose, ModelContext, ModelError, ModelRequest, ModelResponse};
+use crate::model::{CallPurpose, ModelError, ModelRequest, ModelResponse};
 use crate::result::ExitReason;
-use crate::telemetry;
 use crate::types::{Action, Usage};
 
 impl Driver<'_> {
@@ -49,34 +43,20 @@ impl Driver<'_> {
             max_output_tokens: Some(compaction.max_output_tokens),
             output_schema: None,
         };
-        let engine = self.engine;
-        let reports = Arc::new(Reports::default());
-        let ctx = ModelContext {
-            session_id: self.state.session_id().to_owned(),
-            step: self.state.steps_used(),
-            observer: Arc::new(ModelReports(Arc::clone(&reports))),
-            cancel: Cancellation::new(),
-            purpose: CallPurpose::Summary {
-                index: self.state.compactions() + 1,
-            },
-        };
-        let span =
-            telemetry::chat_span(self.state.session_id(), ctx.step, &engine.model.identity());
-        let outcome = self
-            .bounds
-            .wait(
-                engine
-                    .model
-                    .complete(&request, &ctx)
-                    .instrument(span.clone()),
+        let aside = self
+            .ask_aside(
+                &request,
+                self.state.steps_used(),
+                CallPurpose::Summary {
+                    index: self.state.compactions() + 1,
+                },
+                None,
             )
             .await;
-        ctx.cancel.cancel();
-        record_chat(&span, &outcome, engine.record_content);
-        let Some(outcome) = self.settle(outcome).await? else {
+        let Some(outcome) = self.settle(aside.outcome).await? else {
             return Ok(());
         };
-        for report in reports.take() {
+        for report in aside.reports {
             self.record_timed(report)?;
         }
         let (summary, usage) = match outcome {

@@ -11,19 +11,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tracing::Instrument;
-
 use super::driver::{Bounded, Driver};
-use super::model_step::record_chat;
-use super::reports::{ModelReports, Reports};
 use crate::budget::OnLimit;
-use crate::cancel::Cancellation;
 use crate::error::EngineError;
 use crate::event::{EventKind, LastAnswerKind};
 use crate::history::HistoryItem;
-use crate::model::{CallPurpose, ModelContext, ModelError, ModelRequest, ModelResponse};
+use crate::model::{CallPurpose, ModelError, ModelRequest, ModelResponse};
 use crate::result::ExitReason;
-use crate::telemetry;
 use crate::types::{Action, Usage};
 
 /// How long the last request may take, whatever budget ended the run.
@@ -88,29 +82,15 @@ impl Driver<'_> {
             max_output_tokens: engine.max_output_tokens,
             output_schema: None,
         };
-        let reports = Arc::new(Reports::default());
-        let ctx = ModelContext {
-            session_id: self.state.session_id().to_owned(),
-            step: self.state.steps_used() + 1,
-            observer: Arc::new(ModelReports(Arc::clone(&reports))),
-            cancel: Cancellation::new(),
-            purpose: CallPurpose::LastAnswer,
-        };
-        let span =
-            telemetry::chat_span(self.state.session_id(), ctx.step, &engine.model.identity());
-        let outcome = self
-            .bounds
-            .wait_at_most(
-                LAST_ANSWER_GRACE,
-                engine
-                    .model
-                    .complete(&request, &ctx)
-                    .instrument(span.clone()),
+        let aside = self
+            .ask_aside(
+                &request,
+                self.state.steps_used() + 1,
+                CallPurpose::LastAnswer,
+                Some(LAST_ANSWER_GRACE),
             )
             .await;
-        ctx.cancel.cancel();
-        record_chat(&span, &outcome, engine.record_content);
-        let (answer, error, usage) = match outcome {
+        let (answer, error, usage) = match aside.outcome {
             Bounded::Interrupted => {
                 self.reload().await?;
                 return Ok(false);
@@ -138,7 +118,7 @@ impl Driver<'_> {
                 Usage::default(),
             ),
         };
-        for report in reports.take() {
+        for report in aside.reports {
             self.record_timed(report)?;
         }
         self.record(EventKind::LastAnswer {

@@ -25,6 +25,7 @@
 //! it is doing, reloads the log and decides again. A stale append is a conflict
 //! handled the same way, so no update is ever lost.
 
+mod aside;
 mod commit;
 mod context_step;
 mod driver;

@@ -6,19 +6,13 @@
 
 use std::sync::Arc;
 
-use tracing::Instrument;
-
 use super::driver::{Driver, internal_failure};
-use super::model_step::record_chat;
-use super::reports::{ModelReports, Reports};
-use crate::cancel::Cancellation;
 use crate::context::reflection_digest;
 use crate::error::EngineError;
 use crate::event::EventKind;
 use crate::history::HistoryItem;
-use crate::model::{CallPurpose, ModelContext, ModelError, ModelRequest};
+use crate::model::{CallPurpose, ModelError, ModelRequest};
 use crate::result::ExitReason;
-use crate::telemetry;
 use crate::types::Action;
 
 /// What the reflection request asks.
@@ -41,33 +35,15 @@ impl Driver<'_> {
             max_output_tokens: engine.max_output_tokens,
             output_schema: None,
         };
-        let reports = Arc::new(Reports::default());
         let every = engine.reflect_every.unwrap_or(1).max(1);
-        let ctx = ModelContext {
-            session_id: self.state.session_id().to_owned(),
-            step,
-            observer: Arc::new(ModelReports(Arc::clone(&reports))),
-            cancel: Cancellation::new(),
-            purpose: CallPurpose::Reflection {
-                index: step / every,
-            },
+        let purpose = CallPurpose::Reflection {
+            index: step / every,
         };
-        let span = telemetry::chat_span(self.state.session_id(), step, &engine.model.identity());
-        let outcome = self
-            .bounds
-            .wait(
-                engine
-                    .model
-                    .complete(&request, &ctx)
-                    .instrument(span.clone()),
-            )
-            .await;
-        ctx.cancel.cancel();
-        record_chat(&span, &outcome, engine.record_content);
-        let Some(outcome) = self.settle(outcome).await? else {
+        let aside = self.ask_aside(&request, step, purpose, None).await;
+        let Some(outcome) = self.settle(aside.outcome).await? else {
             return Ok(());
         };
-        for report in reports.take() {
+        for report in aside.reports {
             self.record_timed(report)?;
         }
         let (text, usage) = match outcome {

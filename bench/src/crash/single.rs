@@ -194,6 +194,9 @@ async fn attempt_once(
     observed: &mut Observed,
 ) -> anyhow::Result<(Ended, Option<String>)> {
     let mut rng = Rng::new(lanes.harness.seed, (plan.index as u64) * 1_000 + attempt);
+    if id.is_none() {
+        id = find_session(lanes.harness.store.as_ref(), &plan.task).await?;
+    }
     let events_now = match &id {
         Some(id) => lanes.harness.store.load(id).await?.len(),
         None => 0,
@@ -244,6 +247,7 @@ async fn attempt_once(
             child.start_kill()?;
             child.wait().await?;
             if id.is_none() {
+                tokio::time::sleep(COMMIT_AFTER_KILL).await;
                 id = find_session(lanes.harness.store.as_ref(), &plan.task).await?;
             }
             return Ok((Ended::Killed(aim), id));
@@ -268,14 +272,30 @@ async fn read_all(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> String {
     text
 }
 
+/// How long a killed process's last transaction may still take to land: a
+/// PostgreSQL server commits a `COMMIT` it received even when the client dies
+/// before the reply, so a session can appear just after its first process is gone.
+const COMMIT_AFTER_KILL: Duration = Duration::from_millis(250);
+
 /// The id of the session whose task is `task`, once its first event is stored.
+/// A second session with the same task means an attempt started `agent run`
+/// again for a session it had lost sight of; that is an error of the harness,
+/// named here rather than checked against the wrong session later.
 async fn find_session(store: &dyn Store, task: &str) -> anyhow::Result<Option<String>> {
-    Ok(store
+    let mut matching = store
         .sessions()
         .await?
         .into_iter()
-        .find(|summary| summary.task == task)
-        .map(|summary| summary.session_id))
+        .filter(|summary| summary.task == task)
+        .map(|summary| summary.session_id);
+    let first = matching.next();
+    if let Some(second) = matching.next() {
+        anyhow::bail!(
+            "two sessions run the task `{task}` ({} and {second}): the harness lost track of one",
+            first.unwrap_or_default()
+        );
+    }
+    Ok(first)
 }
 
 /// Whether the process should be killed now.

@@ -67,6 +67,9 @@ pub enum Command {
     Queue(QueueArgs),
     /// Continue a stored session from where it stopped.
     Resume(Box<ResumeArgs>),
+    /// Add a follow-up message to a session whose last turn ended and run the
+    /// next turn; print its RunResult.
+    Send(Box<SendArgs>),
     /// List stored sessions, newest first.
     Sessions(SessionsArgs),
     /// Show one session: status, task and its timeline of events.
@@ -169,6 +172,18 @@ pub struct ResumeArgs {
     #[arg(long)]
     pub detach: bool,
     /// Flags that override what the session recorded at start.
+    #[command(flatten)]
+    pub flags: RunFlags,
+}
+
+/// `agent send ID MESSAGE [flags]`
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// The session to continue.
+    pub session_id: String,
+    /// The follow-up message.
+    pub message: String,
+    /// Flags that change what the session recorded, from this turn on.
     #[command(flatten)]
     pub flags: RunFlags,
 }
@@ -369,18 +384,22 @@ pub struct RunFlags {
     /// Seconds an MCP server may take to start, and a call of its tools to answer (default 30).
     #[arg(long, value_name = "SECS", value_parser = parse_seconds, allow_negative_numbers = true)]
     pub mcp_timeout: Option<f64>,
-    /// Model responses allowed in the session, valid or not (default 10).
+    /// Model responses allowed per turn, valid or not (default 10).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_steps: Option<u32>,
-    /// Input plus output tokens allowed in the session.
+    /// Input plus output tokens allowed per turn.
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<u64>,
-    /// Model calls allowed in the session.
+    /// Model calls allowed per turn.
     #[arg(long, value_name = "N")]
     pub max_model_calls: Option<u64>,
-    /// Tool calls allowed in the session.
+    /// Tool calls allowed per turn.
     #[arg(long, value_name = "N")]
     pub max_tool_calls: Option<u64>,
+    /// Count the step, token and call budgets over the whole session instead
+    /// of per conversation turn (`agent send` starts a turn).
+    #[arg(long)]
+    pub session_budget: bool,
     /// Output tokens per model request, sent to the provider (default 1024).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_output_tokens: Option<u32>,
@@ -478,6 +497,7 @@ impl RunFlags {
             on_limit: self.on_limit.clone(),
             reflect_every: self.reflect_every,
             output_schema: self.output_schema.clone(),
+            session_budget: self.session_budget.then_some(true),
             threads: self.threads,
             temperature: self.temperature,
             trace: self.trace.clone(),

@@ -64,6 +64,9 @@ impl From<agent::EngineError> for CliError {
         match err {
             agent::EngineError::Store(store) => store.into(),
             agent::EngineError::State(state) => inconsistent(state),
+            refused @ agent::EngineError::FollowUpRefused { .. } => {
+                Self::Usage(refused.to_string())
+            }
             other => Self::Internal(other.to_string()),
         }
     }
@@ -96,6 +99,7 @@ impl From<agent_runtime::control::DecisionError> for CliError {
             DecisionError::Store(store) => store.into(),
             DecisionError::InvalidArguments(message) => Self::Usage(format!("--args: {message}")),
             DecisionError::Trace(message) => Self::Internal(message),
+            refused @ DecisionError::FollowUpRefused { .. } => Self::Usage(refused.to_string()),
         }
     }
 }

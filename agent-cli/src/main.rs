@@ -61,6 +61,7 @@ async fn execute(cli: Cli) -> Result<u8, CliError> {
         Command::Serve(args) => commands::serve::serve(args).await,
         Command::Queue(args) => commands::queue::queue(args).await,
         Command::Resume(args) => commands::resume::resume(*args).await,
+        Command::Send(args) => commands::send::send(*args).await,
         Command::Sessions(args) => commands::sessions::sessions(args).await,
         Command::Show(args) => commands::show::show(args).await,
         Command::Cancel(args) => commands::cancel::cancel(args).await,

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use crate::event::EventKind;
 use crate::guard::{Checkpoint, Deadline, Guard, GuardContext, Verdict};
 use crate::result::{BudgetKind, ExitReason};
-use crate::state::SessionState;
+use crate::state::{SessionState, Spent};
 use crate::types::ToolCall;
 
 /// Step count used when none is configured.
@@ -19,24 +19,29 @@ pub const DEFAULT_MAX_STEPS: u32 = 10;
 /// Invalid model outputs in a row that end a run, when none is configured.
 pub const DEFAULT_MAX_INVALID: u32 = 3;
 
-/// Limits of one session. `None` means unlimited.
+/// Limits of one session. `None` means unlimited. The step, token and call
+/// limits count per conversation turn (a session with no follow-up message
+/// has one turn), or over the whole session when `session_wide` is set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Budgets {
-    /// Model responses (valid or not) in the whole session.
+    /// Model responses (valid or not).
     pub max_steps: u32,
-    /// Input plus output tokens in the whole session.
+    /// Input plus output tokens.
     pub max_tokens: Option<u64>,
-    /// Model calls in the whole session.
+    /// Model calls.
     pub max_model_calls: Option<u64>,
-    /// Tool calls in the whole session.
+    /// Tool calls.
     pub max_tool_calls: Option<u64>,
-    /// Tool calls per tool name in the whole session.
+    /// Tool calls per tool name.
     pub max_calls_per_tool: BTreeMap<String, u64>,
     /// Wall time of one `run` or `resume`.
     pub timeout: Option<Duration>,
     /// Invalid model outputs in a row after which the run ends with
     /// `invalid_model_output`; 0 means no such limit.
     pub max_invalid: u32,
+    /// Whether the limits count over the whole session instead of per turn
+    /// (`--session-budget`).
+    pub session_wide: bool,
 }
 
 impl Default for Budgets {
@@ -49,6 +54,7 @@ impl Default for Budgets {
             max_calls_per_tool: BTreeMap::new(),
             timeout: None,
             max_invalid: DEFAULT_MAX_INVALID,
+            session_wide: false,
         }
     }
 }
@@ -122,23 +128,43 @@ impl Exhausted {
 }
 
 impl Budgets {
+    /// What the limits count against: the current turn, or the whole session.
+    fn spent<'a>(&self, state: &'a SessionState) -> Spent<'a> {
+        if self.session_wide {
+            state.session_spent()
+        } else {
+            state.turn_spent()
+        }
+    }
+
+    /// Where the limits count, for messages: empty in a session's first turn.
+    fn scope(&self, state: &SessionState) -> String {
+        if self.session_wide || state.turn() == 1 {
+            String::new()
+        } else {
+            format!(" in turn {}", state.turn())
+        }
+    }
+
     /// Whether another model call is allowed.
     pub fn before_model_call(&self, state: &SessionState) -> Option<Exhausted> {
-        let usage = state.usage();
-        if state.steps_used() >= self.max_steps {
-            let exit_reason = if state.last_output_rejected() {
-                ExitReason::InvalidModelOutput
-            } else {
-                ExitReason::MaxStepsExceeded
-            };
-            let error = if state.last_output_rejected() {
-                format!(
-                    "the model's output was still invalid at step {}, the last of {} allowed",
-                    state.steps_used(),
-                    self.max_steps
+        let spent = self.spent(state);
+        let scope = self.scope(state);
+        if spent.steps >= self.max_steps {
+            let (exit_reason, error) = if state.last_output_rejected() {
+                (
+                    ExitReason::InvalidModelOutput,
+                    format!(
+                        "the model's output was still invalid at step {}, the last of {} allowed{scope}",
+                        state.steps_used(),
+                        self.max_steps
+                    ),
                 )
             } else {
-                format!("no finish within {} steps", self.max_steps)
+                (
+                    ExitReason::MaxStepsExceeded,
+                    format!("no finish within {} steps{scope}", self.max_steps),
+                )
             };
             return Some(Exhausted {
                 exit_reason,
@@ -157,17 +183,17 @@ impl Budgets {
                 ),
             });
         }
-        if let Some(max) = self.max_model_calls.filter(|max| usage.model_calls >= *max) {
+        if let Some(max) = self.max_model_calls.filter(|max| spent.model_calls >= *max) {
             return Some(Exhausted::budget(
                 BudgetKind::ModelCalls,
-                format!("model call budget of {max} used up"),
+                format!("model call budget of {max} used up{scope}"),
             ));
         }
-        let tokens = usage.input_tokens + usage.output_tokens;
+        let tokens = spent.tokens;
         if let Some(max) = self.max_tokens.filter(|max| tokens >= *max) {
             return Some(Exhausted::budget(
                 BudgetKind::Tokens,
-                format!("token budget of {max} used up ({tokens} tokens)"),
+                format!("token budget of {max} used up{scope} ({tokens} tokens)"),
             ));
         }
         None
@@ -176,31 +202,32 @@ impl Budgets {
     /// Whether all of `calls` may be dispatched. A response that pushed the
     /// session past its token budget has its calls refused.
     pub fn before_dispatch(&self, state: &SessionState, calls: &[ToolCall]) -> Option<Exhausted> {
-        let usage = state.usage();
-        let tokens = usage.input_tokens + usage.output_tokens;
+        let spent = self.spent(state);
+        let scope = self.scope(state);
+        let tokens = spent.tokens;
         if let Some(max) = self.max_tokens.filter(|max| tokens > *max) {
             return Some(Exhausted::budget(
                 BudgetKind::Tokens,
-                format!("token budget of {max} exceeded ({tokens} tokens)"),
+                format!("token budget of {max} exceeded{scope} ({tokens} tokens)"),
             ));
         }
-        let used = state.usage().tool_calls;
+        let used = spent.tool_calls;
         let wanted = calls.len() as u64;
         if let Some(max) = self.max_tool_calls.filter(|max| used + wanted > *max) {
             return Some(Exhausted::budget(
                 BudgetKind::ToolCalls,
                 format!(
-                    "tool call budget of {max} would be exceeded by {wanted} more call(s) after {used}"
+                    "tool call budget of {max} would be exceeded{scope} by {wanted} more call(s) after {used}"
                 ),
             ));
         }
         for (tool, max) in &self.max_calls_per_tool {
             let wanted = calls.iter().filter(|call| &call.tool_name == tool).count() as u64;
-            let used = state.calls_of(tool);
+            let used = spent.calls_of(tool);
             if wanted > 0 && used + wanted > *max {
                 return Some(Exhausted::budget(
                     BudgetKind::ToolCallsOf(tool.clone()),
-                    format!("budget of {max} call(s) of `{tool}` would be exceeded"),
+                    format!("budget of {max} call(s) of `{tool}` would be exceeded{scope}"),
                 ));
             }
         }

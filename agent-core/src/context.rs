@@ -106,6 +106,7 @@ pub fn item_tokens(counter: &dyn TokenCounter, item: &HistoryItem) -> u64 {
                 counter.count(text)
             }
             HistoryItem::Feedback { message } => counter.count(message),
+            HistoryItem::UserMessage { text } => counter.count(text),
         }
 }
 
@@ -181,7 +182,9 @@ pub fn digest(items: &[HistoryItem]) -> String {
             }
             HistoryItem::Observation { observation } => last_result = Some(&observation.content),
             HistoryItem::Summary { text } => earlier = Some(text),
-            HistoryItem::AssistantText { .. } | HistoryItem::Feedback { .. } => {}
+            HistoryItem::AssistantText { .. }
+            | HistoryItem::Feedback { .. }
+            | HistoryItem::UserMessage { .. } => {}
         }
     }
     let mut digest = String::from("Summary of earlier steps:");

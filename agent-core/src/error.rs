@@ -26,6 +26,15 @@ pub enum EngineError {
         /// Why.
         reason: String,
     },
+    /// A follow-up message was refused before anything was written: the
+    /// session cannot take one now, or its strategy takes none.
+    #[error("session `{session_id}` cannot take a follow-up message: {reason}")]
+    FollowUpRefused {
+        /// The session.
+        session_id: String,
+        /// Why, and what to do instead.
+        reason: String,
+    },
     /// `submit` or `drive` on an engine built without a work queue.
     #[error("this engine has no work queue: build it with `EngineBuilder::queue`")]
     NoQueue,

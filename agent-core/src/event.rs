@@ -292,6 +292,19 @@ pub enum EventKind {
         /// Tokens the request consumed.
         usage: Usage,
     },
+    /// A person added a message to a session whose last turn ended: turn
+    /// `turn` begins with the whole history, the previous answer included.
+    UserMessage {
+        /// The message.
+        text: String,
+        /// The turn it opens: 2 for the first follow-up.
+        turn: u32,
+        /// The configuration this turn and later ones run with, when the
+        /// sender changed it (another model, tools, budgets); absent: the one
+        /// recorded before holds.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        config: Option<Value>,
+    },
     /// A stopped session was picked up again by an engine.
     Resumed {
         /// Why, for people (for example `resume`).
@@ -354,6 +367,7 @@ impl EventKind {
             Self::Finished { .. } => "finished",
             Self::LastAnswer { .. } => "last_answer",
             Self::Reflection { .. } => "reflection",
+            Self::UserMessage { .. } => "user_message",
             Self::Resumed { .. } => "resumed",
             Self::Queued { .. } => "queued",
             Self::Forked { .. } => "forked",

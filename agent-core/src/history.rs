@@ -37,6 +37,12 @@ pub enum HistoryItem {
         /// The message, sent as a user message.
         message: String,
     },
+    /// A message a person added after an answer (a follow-up turn). Sent as a
+    /// user message.
+    UserMessage {
+        /// The message.
+        text: String,
+    },
     /// Earlier turns in brief: a summary a context policy put in their place, or
     /// a note that older turns are not shown. Sent as a user message.
     Summary {

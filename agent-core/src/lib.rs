@@ -72,7 +72,9 @@ pub use result::{BudgetKind, ExitReason, ModelUsage, RunResult, RunUsage, Unknow
 pub use schema::{ArgumentValidator, InvalidSchema, input_schema_for};
 pub use sink::{EventSink, SinkError};
 pub use snapshot::{DEFAULT_SNAPSHOT_EVERY, load_state, snapshot_of};
-pub use state::{PublicStatus, SessionState, StateError, Status, StrategyRecord, UnknownStatus};
+pub use state::{
+    PublicStatus, SessionState, Spent, StateError, Status, StrategyRecord, UnknownStatus,
+};
 pub use store::{
     Append, Durability, EventLog, EventStore, LeaseStore, MemoryStore, SessionCursor, SessionIndex,
     SessionQuery, SessionSummary, SnapshotStore, Store, StoreCounts, StoreError,

@@ -194,6 +194,15 @@ pub struct RunResult {
     /// when the session has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
+    /// The conversation turn this result ends: 1 for the run that started the
+    /// session, one more for each follow-up message (`agent send`).
+    #[serde(default = "first_turn")]
+    pub turn: u32,
+}
+
+/// The turn of a result written before turns existed.
+fn first_turn() -> u32 {
+    1
 }
 
 impl RunResult {
@@ -245,6 +254,7 @@ mod tests {
             partial: false,
             degraded: false,
             output: None,
+            turn: 1,
         };
         let value = serde_json::to_value(&result).unwrap();
         assert_eq!(value["exit_reason"], "budget_exceeded");
@@ -260,7 +270,8 @@ mod tests {
                 "steps_used",
                 "usage",
                 "budget",
-                "error"
+                "error",
+                "turn"
             ]
         );
     }

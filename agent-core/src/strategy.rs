@@ -154,4 +154,13 @@ pub trait ExecutionStrategy: Send + Sync {
         let _ = state;
         Ok(())
     }
+
+    /// Whether a session of this strategy may go on after its answer with a
+    /// follow-up message ([`Engine::send`](crate::Engine::send)): the strategy
+    /// then decides from the history with the message at its end (default:
+    /// no; a strategy whose state is not the history, such as a plan or a
+    /// graph, does not).
+    fn takes_follow_ups(&self) -> bool {
+        false
+    }
 }

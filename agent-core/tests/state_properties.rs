@@ -1,5 +1,6 @@
 //! Properties of `SessionState::apply` over random event sequences: it never
-//! panics; a refused event is a typed error and changes nothing; folding a log
+//! panics; a refused event is a typed error and changes nothing; after the end
+//! only a follow-up message opening the next turn is accepted; folding a log
 //! equals loading a snapshot of a prefix plus the events after it; a fork at any
 //! seq replays the parent's prefix. Cases: `PROPTEST_CASES` (default 256).
 
@@ -133,6 +134,11 @@ fn kind() -> impl Strategy<Value = EventKind> {
             details: String::new(),
         }),
         1 => text().prop_map(|answer| EventKind::Finished { answer, output: None }),
+        5 => (1u32..4, text()).prop_map(|(turn, text)| EventKind::UserMessage {
+            text,
+            turn,
+            config: None,
+        }),
         25 => text().prop_map(|reason| EventKind::Resumed { reason }),
         25 => text().prop_map(|reason| EventKind::Queued { reason }),
         25 => (0u64..5).prop_map(|at| EventKind::Forked { parent: "p".into(), at }),
@@ -227,15 +233,17 @@ proptest! {
     }
 
     #[test]
-    fn an_event_after_the_end_is_refused(kinds in prop::collection::vec(kind(), 0..80), extra in kind()) {
+    fn an_event_after_the_end_is_refused_unless_it_opens_the_next_turn(kinds in prop::collection::vec(kind(), 0..80), extra in kind()) {
         let log = legal_log(kinds);
         let state = SessionState::from_events(SESSION, &log).unwrap();
         if state.status().is_terminal() {
             let mut after = state.clone();
             let event = Event::new(SESSION, state.last_seq() + 1, extra);
             let forked = matches!(event.kind, EventKind::Forked { .. });
+            let follow_up = matches!(&event.kind, EventKind::UserMessage { turn, .. } if *turn == state.turn() + 1)
+                && state.check_follow_up().is_ok();
             if !forked {
-                prop_assert!(after.apply(&event).is_err());
+                prop_assert_eq!(after.apply(&event).is_ok(), follow_up);
             }
         }
     }

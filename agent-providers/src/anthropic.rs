@@ -109,12 +109,8 @@ pub fn messages_request(model: &str, request: &ModelRequest) -> Value {
                     json!({"type": "text", "text": text}),
                 );
             }
-            HistoryItem::Feedback { message } => {
-                push_block(
-                    &mut messages,
-                    "user",
-                    json!({"type": "text", "text": message}),
-                );
+            HistoryItem::Feedback { message: text } | HistoryItem::UserMessage { text } => {
+                push_block(&mut messages, "user", json!({"type": "text", "text": text}));
             }
             HistoryItem::Summary { text } => {
                 push_block(

@@ -273,7 +273,9 @@ fn chat_messages(request: &ModelRequest) -> Vec<(String, String)> {
     for item in request.history.iter() {
         let (role, content) = match item {
             HistoryItem::AssistantText { text } => ("assistant", text.clone()),
-            HistoryItem::Feedback { message } => ("user", message.clone()),
+            HistoryItem::Feedback { message: text } | HistoryItem::UserMessage { text } => {
+                ("user", text.clone())
+            }
             HistoryItem::Summary { text } => ("user", crate::summary_message(text)),
             HistoryItem::ToolCalls { calls, .. } => (
                 "assistant",

@@ -114,7 +114,9 @@ pub fn chat_request(model: &str, request: &ModelRequest) -> Value {
                 },
             }),
             HistoryItem::AssistantText { text } => json!({"role": "assistant", "content": text}),
-            HistoryItem::Feedback { message } => json!({"role": "user", "content": message}),
+            HistoryItem::Feedback { message: text } | HistoryItem::UserMessage { text } => {
+                json!({"role": "user", "content": text})
+            }
             HistoryItem::Summary { text } => {
                 json!({"role": "user", "content": crate::summary_message(text)})
             }

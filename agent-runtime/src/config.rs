@@ -157,6 +157,10 @@ pub struct SessionConfig {
     /// schema itself is recorded, not its file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<serde_json::Value>,
+    /// Whether the budgets count over the whole session instead of per
+    /// conversation turn (`--session-budget`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub session_budget: bool,
     /// Trace file (absolute), if any.
     #[serde(default)]
     pub trace: Option<PathBuf>,
@@ -239,6 +243,8 @@ pub struct RunOptions {
     pub threads: Option<u32>,
     /// `--temperature`: sampling temperature of a local model (folded into its spec).
     pub temperature: Option<f32>,
+    /// `--session-budget`: budgets count over the whole session, not per turn.
+    pub session_budget: Option<bool>,
     /// `--trace`.
     pub trace: Option<PathBuf>,
     /// `--trace-content`: `summary` or `full`.
@@ -340,6 +346,7 @@ impl SessionConfig {
                 None => base.reflect_every,
             },
             output_schema: options.output_schema.clone().or(base.output_schema.clone()),
+            session_budget: options.session_budget.unwrap_or(base.session_budget),
             trace,
             trace_content: options
                 .trace_content
@@ -380,6 +387,7 @@ impl SessionConfig {
             on_limit: default_on_limit(),
             reflect_every: None,
             output_schema: None,
+            session_budget: false,
             trace: None,
             trace_content: default_trace_content(),
             confinement: None,
@@ -504,6 +512,7 @@ impl SessionConfig {
                 .timeout_secs
                 .and_then(|secs| Duration::try_from_secs_f64(secs).ok()),
             max_invalid: self.max_invalid,
+            session_wide: self.session_budget,
         }
     }
 }

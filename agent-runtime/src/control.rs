@@ -34,6 +34,16 @@ pub enum DecisionError {
     /// The session's trace could not be written (the decision is recorded).
     #[error("{0}")]
     Trace(String),
+    /// A follow-up message was refused: the session cannot take one now (it
+    /// runs, waits for approval, was cancelled) or its strategy takes none;
+    /// nothing was recorded.
+    #[error("session `{session_id}` cannot take a follow-up message: {reason}")]
+    FollowUpRefused {
+        /// The session.
+        session_id: String,
+        /// Why, and what to do instead.
+        reason: String,
+    },
 }
 
 impl From<ConfigError> for DecisionError {
@@ -166,6 +176,76 @@ pub async fn queue_again(
     }
     Err(StoreError::Backend(format!(
         "the log of session `{session_id}` kept moving; it was not queued"
+    ))
+    .into())
+}
+
+/// Records `text` as the follow-up message that opens the next turn of
+/// `session_id` and queues the session for a worker to run that turn (`POST
+/// /v1/sessions/{id}/messages`); returns the turn. The session must have ended
+/// with a result, not been cancelled, and run the `react` strategy (the one
+/// that decides from a conversation); otherwise nothing is recorded.
+pub async fn queue_message(
+    store: &dyn Store,
+    session_id: &str,
+    text: &str,
+) -> Result<u32, DecisionError> {
+    let refused = |reason: String| DecisionError::FollowUpRefused {
+        session_id: session_id.to_owned(),
+        reason,
+    };
+    if text.trim().is_empty() {
+        return Err(refused("the message is empty".into()));
+    }
+    for _ in 0..QUEUE_TRIES {
+        let mut state = load(store, session_id).await?;
+        let strategy = SessionConfig::recorded(state.config())
+            .map(|config| config.strategy)
+            .unwrap_or_else(|_| state.strategy().to_owned());
+        if strategy != "react" {
+            return Err(refused(format!(
+                "its strategy `{strategy}` decides from a plan or graph of its own, not from a conversation; start a new session instead"
+            )));
+        }
+        state.check_follow_up().map_err(refused)?;
+        let before = state.last_seq();
+        let turn = state.turn() + 1;
+        let events = [
+            Event::new(
+                session_id,
+                before + 1,
+                EventKind::UserMessage {
+                    text: text.to_owned(),
+                    turn,
+                    config: None,
+                },
+            ),
+            Event::new(
+                session_id,
+                before + 2,
+                EventKind::Queued {
+                    reason: format!("message for turn {turn}"),
+                },
+            ),
+        ];
+        for event in &events {
+            state.apply(event).map_err(ControlError::from)?;
+        }
+        match store
+            .append(Append::after(&state, &events, Durability::Full))
+            .await
+        {
+            Ok(()) => {
+                store.enqueue_session(session_id).await?;
+                publish_to_trace(store, session_id, before).await?;
+                return Ok(turn);
+            }
+            Err(StoreError::Conflict { .. }) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Err(StoreError::Backend(format!(
+        "the log of session `{session_id}` kept moving; the message was not recorded"
     ))
     .into())
 }

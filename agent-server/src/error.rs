@@ -135,6 +135,11 @@ impl From<DecisionError> for ApiError {
                 "invalid_arguments",
                 message,
             ),
+            refused @ DecisionError::FollowUpRefused { .. } => Self::new(
+                StatusCode::CONFLICT,
+                "follow_up_refused",
+                refused.to_string(),
+            ),
             DecisionError::Trace(message) => Self::internal(format!(
                 "the decision is recorded, but the session's trace file could not be written: {message}"
             )),

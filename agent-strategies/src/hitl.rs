@@ -135,6 +135,10 @@ impl<S: ExecutionStrategy> ExecutionStrategy for Hitl<S> {
         &self.name
     }
 
+    fn takes_follow_ups(&self) -> bool {
+        self.inner.takes_follow_ups()
+    }
+
     fn next(&self, state: &SessionState) -> Result<Decision, StrategyError> {
         if !state
             .records()

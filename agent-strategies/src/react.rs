@@ -45,6 +45,12 @@ impl ExecutionStrategy for ReAct {
         "react"
     }
 
+    /// A follow-up message is the newest item of the history the next
+    /// decision sees.
+    fn takes_follow_ups(&self) -> bool {
+        true
+    }
+
     fn next(&self, state: &SessionState) -> Result<Decision, StrategyError> {
         match state.status() {
             Status::Idle | Status::Observing => Ok(self.model_call(state)),

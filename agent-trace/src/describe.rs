@@ -118,6 +118,7 @@ pub fn describe(kind: &EventKind) -> String {
             exit_reason, error, ..
         } => format!("{exit_reason}: {}", error.as_deref().unwrap_or("")),
         EventKind::Cancelled { reason } => format!("cancelled: {reason}"),
+        EventKind::UserMessage { text, turn, .. } => format!("turn {turn}: {text}"),
         EventKind::Resumed { reason } => format!("resumed: {reason}"),
         EventKind::Queued { reason } => format!("queued: {reason}"),
         EventKind::Forked { parent, at } => format!("copy of {parent} up to seq {at}"),

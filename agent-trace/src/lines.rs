@@ -209,6 +209,10 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
             "model_feedback",
             json!({"error": reason, "output": mode.render(details)}),
         )],
+        EventKind::UserMessage { text, turn, .. } => vec![line(
+            "user_message",
+            json!({"turn": turn, "input_summary": mode.render(text)}),
+        )],
         EventKind::Resumed { reason } => vec![line("run_resumed", json!({"reason": reason}))],
         EventKind::Cancelled { reason } => vec![line(
             "run_finished",

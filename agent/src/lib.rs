@@ -68,6 +68,7 @@
 //! assert_eq!(spec.input_schema["required"], serde_json::json!(["name"]));
 //! ```
 
+pub use agent_core::Spent;
 pub use agent_core::{
     Action, Append, ApprovalDecision, BudgetKind, Budgets, CallPurpose, Cancellation, Checkpoint,
     CircuitState, Compaction, CompletionGate, ContextInput, ContextPolicy, ControlError,

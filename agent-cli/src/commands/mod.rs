@@ -7,6 +7,7 @@ pub mod model;
 pub mod queue;
 pub mod resume;
 pub mod run;
+pub mod send;
 pub mod serve;
 pub mod sessions;
 pub mod show;

@@ -25,30 +25,9 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
     if let Some(result) = state.run_result() {
         return report(&result, args.flags.json);
     }
-    let Some(EventKind::SessionStarted {
-        config, strategy, ..
-    }) = events.first().map(|e| &e.kind)
-    else {
-        return Err(CliError::Internal(format!(
-            "session `{}` does not start with its configuration",
-            args.session_id
-        )));
-    };
-    if strategy.starts_with("dag:") {
-        return Err(CliError::Usage(format!(
-            "session `{}` is a DAG workflow (`{strategy}`) whose graph lives in the program that built it; resume it there with `Engine::resume` and the same graph (`agent show` and `agent cancel` work here)",
-            args.session_id
-        )));
-    }
+    let recorded = recorded_config(&args.session_id, &events, &state)?;
     if args.detach {
         return detach(&args, store.as_ref()).await;
-    }
-    let mut recorded = SessionConfig::recorded(config)?;
-    if events
-        .iter()
-        .any(|event| matches!(event.kind, EventKind::Forked { .. }))
-    {
-        recorded.trace = None;
     }
     let mut config =
         SessionConfig::resolve(&args.flags.options(), Some(&recorded), &current_dir()?)?;
@@ -68,6 +47,36 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
         Ok(outcome) => report(&outcome?, args.flags.json),
         Err(stop) => Ok(report_stop(stop, store.as_ref(), &args.session_id).await),
     }
+}
+
+/// The configuration a stored session runs with now: the one it recorded at
+/// start, or the one its latest follow-up message recorded; a fork's has no
+/// trace file. A DAG workflow is refused: its graph lives in the program that
+/// built it.
+pub fn recorded_config(
+    session_id: &str,
+    events: &[agent::Event],
+    state: &SessionState,
+) -> Result<SessionConfig, CliError> {
+    let strategy = state.strategy();
+    if events.is_empty() {
+        return Err(CliError::Internal(format!(
+            "session `{session_id}` does not start with its configuration"
+        )));
+    }
+    if strategy.starts_with("dag:") {
+        return Err(CliError::Usage(format!(
+            "session `{session_id}` is a DAG workflow (`{strategy}`) whose graph lives in the program that built it; continue it there with the `Engine` and the same graph (`agent show` and `agent cancel` work here)"
+        )));
+    }
+    let mut recorded = SessionConfig::recorded(state.config())?;
+    if events
+        .iter()
+        .any(|event| matches!(event.kind, EventKind::Forked { .. }))
+    {
+        recorded.trace = None;
+    }
+    Ok(recorded)
 }
 
 /// Queues the session for a worker, which runs it with the flags it recorded.

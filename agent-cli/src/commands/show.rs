@@ -1,9 +1,9 @@
 //! `agent show ID`: a session's status, task, context policy (with how many
-//! summaries it made) and timeline — seq, event, status transition, tool calls
-//! and results, summaries.
+//! summaries it made), conversation turns (each message and how it ended) and
+//! timeline — seq, event, status transition, tool calls and results, summaries.
 
-use agent::SessionState;
 use agent::trace::describe;
+use agent::{Event, EventKind, SessionState};
 use serde_json::json;
 
 use crate::cli::SessionArgs;
@@ -17,9 +17,11 @@ pub async fn show(args: SessionArgs) -> Result<u8, CliError> {
     let events = store.load(&args.session_id).await?;
     let mut state = SessionState::new(&args.session_id);
     let mut lines = Vec::new();
+    let mut turns = Vec::new();
     for event in &events {
         let before = state.status();
         state.apply(event).map_err(inconsistent)?;
+        follow_turns(&mut turns, event, &state);
         let transition = if before == state.status() {
             String::new()
         } else {
@@ -39,6 +41,7 @@ pub async fn show(args: SessionArgs) -> Result<u8, CliError> {
             "session_id": args.session_id,
             "status": state.public_status(),
             "task": state.task(),
+            "turns": turns,
             "events": events,
         }))?;
     } else {
@@ -58,9 +61,58 @@ pub async fn show(args: SessionArgs) -> Result<u8, CliError> {
             state.public_status(),
             state.task()
         ))?;
+        if turns.len() > 1 {
+            print(&format!("turns: {}", turns.len()))?;
+            for turn in &turns {
+                print(&turn.line())?;
+            }
+            print("")?;
+        }
         for line in lines {
             print(line.trim_end())?;
         }
     }
     Ok(0)
+}
+
+/// One conversation turn: the message that opened it and how it ended.
+#[derive(Debug, serde::Serialize)]
+struct Turn {
+    turn: u32,
+    message: String,
+    exit_reason: Option<agent::ExitReason>,
+    answer: Option<String>,
+}
+
+impl Turn {
+    fn line(&self) -> String {
+        let ended = match (&self.answer, self.exit_reason) {
+            (Some(answer), _) => answer.clone(),
+            (None, Some(reason)) => format!("({reason})"),
+            (None, None) => "(running)".to_owned(),
+        };
+        format!("{:>4}. {} -> {ended}", self.turn, self.message)
+    }
+}
+
+/// Opens a turn at the session's start and at each follow-up message, and
+/// closes the current one when the session's state has a result.
+fn follow_turns(turns: &mut Vec<Turn>, event: &Event, state: &SessionState) {
+    let message = match &event.kind {
+        EventKind::SessionStarted { task, .. } => Some(task),
+        EventKind::UserMessage { text, .. } => Some(text),
+        _ => None,
+    };
+    if let Some(message) = message {
+        turns.push(Turn {
+            turn: state.turn(),
+            message: message.clone(),
+            exit_reason: None,
+            answer: None,
+        });
+    }
+    if let (Some(result), Some(turn)) = (state.run_result(), turns.last_mut()) {
+        turn.exit_reason = Some(result.exit_reason);
+        turn.answer = result.answer;
+    }
 }

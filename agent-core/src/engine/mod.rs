@@ -486,6 +486,75 @@ impl Engine {
         driver.drive().await?.into_result(session_id)
     }
 
+    /// Opens the next conversation turn of a stored session with the message
+    /// `text` and drives that turn until it ends or waits for a human, as
+    /// [`Engine::run`] drives the first: the model sees the whole history, the
+    /// previous answer and the message at its end. The session must have ended
+    /// with a result (not been cancelled) and have this engine's strategy,
+    /// which must take follow-ups; otherwise nothing is written and the error
+    /// says why. `config`, when given, is recorded with the message and
+    /// replaces the session's configuration from this turn on (for the
+    /// caller's own resumes, as `run` records it). Fails with
+    /// [`StoreError::Leased`](crate::StoreError::Leased) at once while another
+    /// live engine drives it.
+    pub async fn send(
+        &self,
+        session_id: &str,
+        text: &str,
+        config: Option<Value>,
+    ) -> Result<RunResult, EngineError> {
+        let signal = Arc::new(LeaseSignal::default());
+        let lease = Lease::acquire(self, session_id, Arc::clone(&signal)).await?;
+        let outcome = self.send_leased(session_id, text, config, signal).await;
+        lease.release(self).await;
+        outcome
+    }
+
+    async fn send_leased(
+        &self,
+        session_id: &str,
+        text: &str,
+        config: Option<Value>,
+        signal: Arc<LeaseSignal>,
+    ) -> Result<RunResult, EngineError> {
+        let refused = |reason: String| EngineError::FollowUpRefused {
+            session_id: session_id.to_owned(),
+            reason,
+        };
+        if text.trim().is_empty() {
+            return Err(refused("the message is empty".into()));
+        }
+        let state = load_state(self.store.as_ref(), session_id).await?;
+        if state.strategy() != self.strategy.name() {
+            return Err(EngineError::StrategyMismatch {
+                session_id: session_id.to_owned(),
+                recorded: state.strategy().to_owned(),
+                engine: self.strategy.name().to_owned(),
+            });
+        }
+        if !self.strategy.takes_follow_ups() {
+            return Err(refused(format!(
+                "its strategy `{}` decides from a plan or graph of its own, not from a conversation; start a new session instead",
+                self.strategy.name()
+            )));
+        }
+        state.check_follow_up().map_err(refused)?;
+        if let Err(reason) = self.strategy.check_resume(&state) {
+            return Err(EngineError::ResumeRefused {
+                session_id: session_id.to_owned(),
+                reason,
+            });
+        }
+        let turn = state.turn() + 1;
+        let mut driver = Driver::new(self, state, signal);
+        driver.record(EventKind::UserMessage {
+            text: text.to_owned(),
+            turn,
+            config,
+        })?;
+        driver.drive().await?.into_result(session_id)
+    }
+
     /// The state of a stored session this engine may continue, or its result when
     /// it has ended or waits for a human.
     async fn prepare(

@@ -47,4 +47,12 @@ pub enum StateError {
         /// What is wrong with the range.
         reason: &'static str,
     },
+    /// A follow-up message where none may open a turn, or numbered wrongly.
+    #[error("user_message cannot open turn {turn}: the session {reason}")]
+    FollowUp {
+        /// The turn the message named.
+        turn: u32,
+        /// Why it may not.
+        reason: String,
+    },
 }

@@ -6,6 +6,7 @@
 mod error;
 mod status;
 mod transition;
+mod turns;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -20,6 +21,9 @@ use crate::types::{Observation, PlanStep, ToolCall};
 
 pub use self::error::StateError;
 pub use self::status::{PublicStatus, Status, UnknownStatus};
+pub use self::turns::Spent;
+
+use self::turns::TurnStart;
 
 /// One call of the current tool turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -133,6 +137,12 @@ pub struct SessionState {
     /// Whether the session ever went through the work queue.
     #[serde(default)]
     submitted: bool,
+    /// Follow-up messages so far (the session is in turn `follow_ups + 1`).
+    #[serde(default)]
+    follow_ups: u32,
+    /// What was spent when the current turn began.
+    #[serde(default)]
+    turn_start: TurnStart,
 }
 
 impl SessionState {
@@ -166,6 +176,8 @@ impl SessionState {
             outcome: None,
             queued: false,
             submitted: false,
+            follow_ups: 0,
+            turn_start: TurnStart::default(),
         }
     }
 
@@ -221,7 +233,8 @@ impl SessionState {
         &self.strategy
     }
 
-    /// The configuration recorded at start.
+    /// The configuration recorded at start, or the one the latest follow-up
+    /// message recorded in its place.
     pub fn config(&self) -> &Value {
         &self.config
     }
@@ -383,6 +396,7 @@ impl SessionState {
             partial: false,
             degraded: false,
             output: None,
+            turn: self.turn(),
         })
     }
 
@@ -437,6 +451,7 @@ impl SessionState {
             partial,
             degraded,
             output: outcome.output.clone(),
+            turn: self.turn(),
         })
     }
 

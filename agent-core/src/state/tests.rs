@@ -204,3 +204,125 @@ fn rejected_output_becomes_feedback_and_counts_as_a_step() {
         }]
     );
 }
+
+fn requested(step: u32) -> EventKind {
+    EventKind::ModelRequested {
+        step,
+        context_tokens: None,
+    }
+}
+
+fn finish(answer: &str) -> Vec<EventKind> {
+    vec![
+        responded(vec![Action::Finish(Finish {
+            answer: answer.into(),
+        })]),
+        EventKind::Finished {
+            answer: answer.into(),
+            output: None,
+        },
+    ]
+}
+
+fn message(text: &str, turn: u32) -> EventKind {
+    EventKind::UserMessage {
+        text: text.into(),
+        turn,
+        config: None,
+    }
+}
+
+#[test]
+fn a_follow_up_opens_the_next_turn_with_the_previous_answer_and_fresh_turn_budgets() {
+    let mut kinds = vec![started(), requested(1)];
+    kinds.extend(finish("84"));
+    kinds.push(message("And doubled?", 2));
+    let state = apply_all(kinds.clone()).unwrap();
+    assert_eq!(state.status(), Status::Idle);
+    assert_eq!(state.turn(), 2);
+    assert!(state.run_result().is_none(), "turn 2 has not ended");
+    assert_eq!(
+        state.history(),
+        [
+            HistoryItem::AssistantText { text: "84".into() },
+            HistoryItem::UserMessage {
+                text: "And doubled?".into()
+            }
+        ]
+    );
+    assert_eq!(state.session_spent().steps, 1);
+    assert_eq!(state.turn_spent().steps, 0);
+    assert_eq!(state.turn_spent().tokens, 0);
+
+    kinds.push(requested(2));
+    kinds.extend(finish("168"));
+    let state = apply_all(kinds).unwrap();
+    let result = state.run_result().unwrap();
+    assert_eq!(
+        (result.turn, result.answer.as_deref(), result.steps_used),
+        (2, Some("168"), 2)
+    );
+    assert_eq!(state.turn_spent().steps, 1);
+    assert_eq!(state.turn_spent().tokens, 5);
+}
+
+#[test]
+fn a_follow_up_is_refused_while_running_after_a_cancel_and_with_the_wrong_turn() {
+    let running = apply_all(vec![started(), requested(1)]).unwrap();
+    let err = running
+        .clone()
+        .apply(&event(3, message("hi", 2)))
+        .unwrap_err();
+    assert!(err.to_string().contains("still running"), "{err}");
+
+    let cancelled = apply_all(vec![
+        started(),
+        EventKind::Cancelled {
+            reason: "user".into(),
+        },
+    ])
+    .unwrap();
+    assert!(
+        cancelled
+            .check_follow_up()
+            .unwrap_err()
+            .contains("cancelled")
+    );
+
+    let mut kinds = vec![started(), requested(1)];
+    kinds.extend(finish("84"));
+    let mut finished = apply_all(kinds).unwrap();
+    let before = finished.clone();
+    let err = finished.apply(&event(5, message("hi", 3))).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "user_message cannot open turn 3: the session is in turn 1"
+    );
+    assert_eq!(finished, before);
+}
+
+#[test]
+fn a_follow_up_after_a_refused_dispatch_closes_the_unrun_calls_with_errors() {
+    let state = apply_all(vec![
+        started(),
+        requested(1),
+        responded(vec![Action::ToolCall(call("a"))]),
+        EventKind::Failed {
+            exit_reason: ExitReason::BudgetExceeded,
+            budget: None,
+            error: Some("tool call budget".into()),
+        },
+        message("try without tools", 2),
+    ])
+    .unwrap();
+    assert_eq!(state.status(), Status::Idle);
+    assert!(state.undispatched_calls().is_empty());
+    assert!(matches!(
+        state.history(),
+        [
+            HistoryItem::ToolCalls { .. },
+            HistoryItem::Observation { observation },
+            HistoryItem::UserMessage { .. },
+        ] if observation.is_error && observation.content.contains("budget_exceeded")
+    ));
+}

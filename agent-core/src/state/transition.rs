@@ -255,6 +255,20 @@ impl SessionState {
                     },
                 );
             }
+            EventKind::UserMessage { text, turn, config } => {
+                let refused = |reason: String| StateError::FollowUp {
+                    turn: *turn,
+                    reason,
+                };
+                self.check_follow_up().map_err(refused)?;
+                if *turn != self.turn() + 1 {
+                    return Err(refused(format!("is in turn {}", self.turn())));
+                }
+                self.open_turn(text, seq);
+                if let Some(config) = config {
+                    self.config = config.clone();
+                }
+            }
             EventKind::Resumed { .. } | EventKind::Forked { .. } | EventKind::Queued { .. } => {
                 self.require_open(illegal)?;
             }
@@ -360,7 +374,7 @@ impl SessionState {
         self.status = Status::Observing;
     }
 
-    fn push_history(&mut self, item: HistoryItem, seq: u64) {
+    pub(super) fn push_history(&mut self, item: HistoryItem, seq: u64) {
         Arc::make_mut(&mut self.history).push(item);
         self.history_seqs.push(seq);
     }
@@ -417,7 +431,7 @@ impl SessionState {
     }
 
     /// Moves a turn whose calls all have results into the history, in proposal order.
-    fn close_turn_if_complete(&mut self, seq: u64) {
+    pub(super) fn close_turn_if_complete(&mut self, seq: u64) {
         if self.turn.iter().all(|p| p.observation.is_some()) {
             let turn = std::mem::take(&mut self.turn);
             let before = self.history.len();

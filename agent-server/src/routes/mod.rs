@@ -6,6 +6,7 @@ mod body;
 mod decisions;
 mod events;
 mod health;
+mod messages;
 mod metrics;
 mod sessions;
 
@@ -71,6 +72,7 @@ fn documented() -> (Router<ServerState>, utoipa::openapi::OpenApi) {
         .routes(routes!(decisions::cancel))
         .routes(routes!(decisions::resume))
         .routes(routes!(decisions::fork))
+        .routes(routes!(messages::send))
         .routes(routes!(metrics::metrics))
         .routes(routes!(health::healthz))
         .routes(routes!(openapi_json))

@@ -87,6 +87,9 @@ pub struct CreateSession {
     /// A JSON Schema the final answer must satisfy; the result's `output`.
     #[schema(value_type = Option<Object>)]
     pub output_schema: Option<Value>,
+    /// Whether the budgets count over the whole session instead of per
+    /// conversation turn (default: per turn).
+    pub session_budget: Option<bool>,
     /// CPU threads of a local model (default 2).
     pub threads: Option<u32>,
     /// Sampling temperature of a local model, 0 to 2 (default 0).
@@ -128,6 +131,7 @@ impl CreateSession {
             on_limit: self.on_limit,
             reflect_every: self.reflect_every,
             output_schema: self.output_schema,
+            session_budget: self.session_budget,
             threads: self.threads,
             temperature: self.temperature,
             trace: self.trace,

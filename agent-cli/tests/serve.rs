@@ -164,6 +164,71 @@ async fn streams_resume_after_last_event_id_and_forks_continue() {
     assert_eq!(status, 400, "{past}");
 }
 
+/// A follow-up message over HTTP opens turn 2 of a finished session, a worker
+/// runs it, and the stream resumed after turn 1 carries it to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_over_http_runs_the_next_turn() {
+    let server = Server::start("serve-messages", &[]);
+    let script = server.scratch.script(
+        "chat.json",
+        json!([
+            {"type": "tool_call", "tool_name": "calculator",
+             "arguments": {"left": 12, "operation": "multiply", "right": 7}},
+            {"type": "finish", "answer": "84"},
+            {"type": "tool_call", "tool_name": "calculator",
+             "arguments": {"left": 84, "operation": "multiply", "right": 2}},
+            {"type": "finish", "answer": "168"}
+        ]),
+    );
+    let id = server
+        .create(json!({"model": format!("scripted:{}", script.display())}))
+        .await;
+    let first = server.wait_for(&id, "finished").await;
+    assert_eq!(first["result"]["turn"], 1);
+    let turn_one = server.stream(&id, None).await.rest().await;
+    let last = turn_one.last().and_then(|event| event.id).unwrap();
+
+    let (status, opened) = server
+        .post(
+            &format!("/v1/sessions/{id}/messages"),
+            json!({"text": "And doubled?"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{opened}");
+    assert_eq!(opened, json!({"session_id": id, "turn": 2, "status": "queued"}));
+    let turn_two = server.stream(&id, Some(last)).await.rest().await;
+    let kinds: Vec<&str> = turn_two.iter().map(|event| event.event.as_str()).collect();
+    assert_eq!(kinds.first(), Some(&"user_message"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"finished"), "{kinds:?}");
+    let done = server.wait_for(&id, "finished").await;
+    assert_eq!(done["result"]["turn"], 2);
+    assert_eq!(done["result"]["answer"], "168");
+
+    let (status, empty) = server
+        .post(&format!("/v1/sessions/{id}/messages"), json!({"text": " "}))
+        .await;
+    assert_eq!(status, 400, "{empty}");
+    let (status, unknown) = server
+        .post("/v1/sessions/nope/messages", json!({"text": "hi"}))
+        .await;
+    assert_eq!(status, 404, "{unknown}");
+    let (status, _) = server
+        .post(&format!("/v1/sessions/{id}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, 409, "an ended session cannot be cancelled");
+    let waiting = server.create(json!({"approve_tools": ["calculator"]})).await;
+    server.wait_for(&waiting, "awaiting_approval").await;
+    let (status, refused) = server
+        .post(
+            &format!("/v1/sessions/{waiting}/messages"),
+            json!({"text": "hurry"}),
+        )
+        .await;
+    assert_eq!(status, 409, "{refused}");
+    assert_eq!(refused["error"]["code"], "follow_up_refused");
+    assert_eq!(server.stop(), 0);
+}
+
 /// Every documented route answers 401 without a token or with a wrong one;
 /// `/healthz` answers anyone; no token ever reaches the server's log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -54,6 +54,7 @@ fn the_document_is_openapi_3_1_with_bearer_auth_and_names_every_route() {
         ("POST", "/v1/sessions/{id}/cancel"),
         ("POST", "/v1/sessions/{id}/resume"),
         ("POST", "/v1/sessions/{id}/fork"),
+        ("POST", "/v1/sessions/{id}/messages"),
         ("GET", "/metrics"),
         ("GET", "/healthz"),
         ("GET", "/v1/openapi.json"),

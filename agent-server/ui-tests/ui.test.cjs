@@ -133,7 +133,10 @@ after(async () => {
 test("the page and its files are served without a token; the API is not", async () => {
   for (const file of ["/", "/ui/app.js", "/ui/app.css"]) {
     const response = await fetch(`${base}${file}`);
-    assert.equal(response.status, 200, file);
+    if (response.status !== 200) {
+      const headers = JSON.stringify([...response.headers]);
+      assert.fail(`${file} answered ${response.status} ${headers}: ${await response.text()}\nserver log:\n${fs.readFileSync(path.join(dir, "serve.log"), "utf8")}`);
+    }
     assert.match(response.headers.get("content-security-policy"), /default-src 'self'/);
   }
   assert.equal((await fetch(`${base}/v1/sessions`)).status, 401);

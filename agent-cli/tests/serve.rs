@@ -195,7 +195,10 @@ async fn a_message_over_http_runs_the_next_turn() {
         )
         .await;
     assert_eq!(status, 202, "{opened}");
-    assert_eq!(opened, json!({"session_id": id, "turn": 2, "status": "queued"}));
+    assert_eq!(
+        opened,
+        json!({"session_id": id, "turn": 2, "status": "queued"})
+    );
     let turn_two = server.stream(&id, Some(last)).await.rest().await;
     let kinds: Vec<&str> = turn_two.iter().map(|event| event.event.as_str()).collect();
     assert_eq!(kinds.first(), Some(&"user_message"), "{kinds:?}");
@@ -216,7 +219,9 @@ async fn a_message_over_http_runs_the_next_turn() {
         .post(&format!("/v1/sessions/{id}/cancel"), json!({}))
         .await;
     assert_eq!(status, 409, "an ended session cannot be cancelled");
-    let waiting = server.create(json!({"approve_tools": ["calculator"]})).await;
+    let waiting = server
+        .create(json!({"approve_tools": ["calculator"]}))
+        .await;
     server.wait_for(&waiting, "awaiting_approval").await;
     let (status, refused) = server
         .post(

@@ -224,6 +224,7 @@ proptest! {
                             | StateError::OutOfOrder { .. }
                             | StateError::WrongSession { .. }
                             | StateError::UnexpectedCall { .. }
+                            | StateError::FollowUp { .. }
                     );
                     prop_assert!(typed);
                     prop_assert!(!err.to_string().is_empty());

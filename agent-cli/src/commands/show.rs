@@ -41,7 +41,6 @@ pub async fn show(args: SessionArgs) -> Result<u8, CliError> {
             "session_id": args.session_id,
             "status": state.public_status(),
             "task": state.task(),
-            "turns": turns,
             "events": events,
         }))?;
     } else {
@@ -76,7 +75,7 @@ pub async fn show(args: SessionArgs) -> Result<u8, CliError> {
 }
 
 /// One conversation turn: the message that opened it and how it ended.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug)]
 struct Turn {
     turn: u32,
     message: String,

@@ -541,6 +541,7 @@
     switch (kind.type) {
       case "session_started":
       case "resumed":
+      case "user_message":
         return "running";
       case "queued":
         return "queued";
@@ -632,6 +633,8 @@
           : [what(`no ${kind.kind} answer`), h("div", { class: "muted" }, kind.error || "")];
       case "reflection":
         return [what(`reflection after step ${kind.step}:`), longText(kind.note)];
+      case "user_message":
+        return [what(`turn ${kind.turn}, a follow-up message:`), longText(kind.text)];
       case "resumed":
       case "queued":
         return [what(kind.reason)];

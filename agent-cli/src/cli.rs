@@ -76,6 +76,8 @@ pub enum Command {
     Show(SessionArgs),
     /// Cancel a session that has not ended.
     Cancel(SessionArgs),
+    /// Pause a running session after its current step (resume continues it).
+    Pause(SessionArgs),
     /// Copy a session's log up to a seq into a new session.
     Fork(ForkArgs),
     /// Approve calls that wait for a human decision.

@@ -80,7 +80,8 @@ impl From<agent::ControlError> for CliError {
             usage @ (agent::ControlError::Ended { .. }
             | agent::ControlError::OutOfRange { .. }
             | agent::ControlError::NothingPending { .. }
-            | agent::ControlError::NotPending { .. }) => Self::Usage(usage.to_string()),
+            | agent::ControlError::NotPending { .. }
+            | agent::ControlError::NotPausable { .. }) => Self::Usage(usage.to_string()),
         }
     }
 }

@@ -65,6 +65,7 @@ async fn execute(cli: Cli) -> Result<u8, CliError> {
         Command::Sessions(args) => commands::sessions::sessions(args).await,
         Command::Show(args) => commands::show::show(args).await,
         Command::Cancel(args) => commands::cancel::cancel(args).await,
+        Command::Pause(args) => commands::pause::pause(args).await,
         Command::Fork(args) => commands::fork::fork(args).await,
         Command::Approve(args) => commands::approve::approve(args).await,
         Command::Deny(args) => commands::approve::deny(args).await,

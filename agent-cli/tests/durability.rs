@@ -281,6 +281,63 @@ async fn eight_concurrent_resumes_of_a_crashed_session_have_one_driver() {
     assert_eq!(lines_of(&scratch.path("out.txt")), ["hello"]);
 }
 
+/// `agent pause` while a sleep runs: the sleep finishes, the process that
+/// drove the session prints a `paused` RunResult and exits 11, the session is
+/// listed as paused, and `agent resume` finishes it with each effect once.
+#[tokio::test]
+async fn pause_stops_after_the_step_and_resume_continues() {
+    let scratch = scratch("pause");
+    let script = scratch.script("s.json", sleep_then_append(1.0));
+    let child = spawn_run(&scratch, &script, "sleep,append_line");
+    let (id, _) = wait_for_log(&scratch.dir, "the sleep", |events| {
+        last_is_dispatch_of(events, "sleep")
+    })
+    .await;
+    let pause = scratch.run(&["pause", &id, "--json"]);
+    assert_eq!(pause.status.code(), Some(0), "{}", stderr(&pause));
+    assert_eq!(
+        json_stdout(&pause),
+        json!({"session_id": id, "status": "running", "pause_requested": true})
+    );
+    let driven = child.wait_with_output().unwrap();
+    assert_eq!(
+        driven.status.code(),
+        Some(11),
+        "{}",
+        String::from_utf8_lossy(&driven.stderr)
+    );
+    let result: Value = serde_json::from_slice(&driven.stdout).unwrap();
+    assert_eq!(result["exit_reason"], "paused");
+    assert_eq!(
+        result["steps_used"], 1,
+        "the sleep's step ended, no other began"
+    );
+    let log = load_log(&scratch.dir, &id).await;
+    assert!(
+        log.iter().any(|event| matches!(&event.kind,
+            agent::EventKind::ActionCompleted { observation } if observation.content.starts_with("slept"))),
+        "the sleep ran to its end"
+    );
+    let types = event_types(&trace_lines(&scratch.path("trace.jsonl")));
+    assert_eq!(types.last().unwrap(), "run_paused");
+    let listed = json_stdout(&scratch.run(&["sessions", "--status", "paused", "--json"]));
+    assert_eq!(listed[0]["session_id"], id.as_str());
+    let waited = scratch.run(&["wait", &id, "--json"]);
+    assert_eq!(waited.status.code(), Some(11), "wait reports the pause");
+
+    let resumed = scratch.run(&["resume", &id, "--json"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    assert_eq!(json_stdout(&resumed)["answer"], "done");
+    assert_eq!(lines_of(&scratch.path("out.txt")), ["hello"]);
+    let again = scratch.run(&["pause", &id]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        stderr(&again).contains("already ended"),
+        "{}",
+        stderr(&again)
+    );
+}
+
 #[tokio::test]
 async fn cancel_stops_the_driving_process_and_a_dead_one() {
     let scratch = scratch("cancel");

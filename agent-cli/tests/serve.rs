@@ -234,6 +234,41 @@ async fn a_message_over_http_runs_the_next_turn() {
     assert_eq!(server.stop(), 0);
 }
 
+/// A pause over HTTP stops a worker's session after its step; a resume over
+/// HTTP finishes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_over_http_stops_after_the_step_and_resume_finishes() {
+    let server = Server::start("serve-pause", &[]);
+    let script = server.scratch.script(
+        "slow.json",
+        json!([
+            {"type": "tool_call", "tool_name": "sleep", "arguments": {"seconds": 1.0}},
+            {"type": "finish", "answer": "rested"}
+        ]),
+    );
+    let id = server
+        .create(json!({"model": format!("scripted:{}", script.display()), "tools": ["sleep"]}))
+        .await;
+    server.wait_for(&id, "running").await;
+    let (status, paused) = server
+        .post(&format!("/v1/sessions/{id}/pause"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{paused}");
+    let session = server.wait_for(&id, "paused").await;
+    assert!(session["steps_used"].as_u64().unwrap() <= 1, "{session}");
+    let (status, queued) = server
+        .post(&format!("/v1/sessions/{id}/resume"), json!({}))
+        .await;
+    assert_eq!(status, 202, "{queued}");
+    let done = server.wait_for(&id, "finished").await;
+    assert_eq!(done["result"]["answer"], "rested");
+    let (status, ended) = server
+        .post(&format!("/v1/sessions/{id}/pause"), json!({}))
+        .await;
+    assert_eq!(status, 409, "{ended}");
+    assert_eq!(server.stop(), 0);
+}
+
 /// Every documented route answers 401 without a token or with a wrong one;
 /// `/healthz` answers anyone; no token ever reaches the server's log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

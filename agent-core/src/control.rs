@@ -57,6 +57,17 @@ pub enum ControlError {
         /// What was asked.
         action: &'static str,
     },
+    /// The session waits for a human decision or has not started: there is no
+    /// step to pause after.
+    #[error(
+        "session `{session_id}` cannot pause while it is {status}; decide its waiting calls (`agent approve`, `agent deny`) or cancel it"
+    )]
+    NotPausable {
+        /// The session.
+        session_id: String,
+        /// Its status.
+        status: Status,
+    },
 }
 
 /// Where a fork ended up.
@@ -232,6 +243,72 @@ pub async fn cancel_session(
             .append(Append::after(&state, &[event], Durability::Full))
             .await
         {
+            Ok(()) => return Ok(state),
+            Err(StoreError::Conflict { .. }) if attempts < CONFLICT_RETRIES => attempts += 1,
+            Err(err) => return Err(err.into()),
+        }
+    }
+}
+
+/// How long `pause_session` holds the lease of a session nobody drives while
+/// it records the pause.
+const PAUSE_LEASE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Pauses a running session after its current step. When a live process
+/// drives it, a `pause_requested` event asks that process to pause it at its
+/// next step boundary (it then ends its run with `paused`, exit 11); when none
+/// does (its process died), the session is paused at once. Returns the state
+/// after the write: status `paused`, or still running with the request
+/// recorded. Asking again, or pausing a paused session, writes nothing.
+pub async fn pause_session(
+    store: &dyn EventStore,
+    session_id: &str,
+    by: &str,
+) -> Result<SessionState, ControlError> {
+    let owner = format!("pause-{}", new_session_id());
+    let mut attempts = 0;
+    loop {
+        let events = store.load(session_id).await?;
+        let mut state = SessionState::from_events(session_id, &events)?;
+        match state.status() {
+            status if status.is_terminal() => {
+                return Err(ControlError::Ended {
+                    session_id: session_id.to_owned(),
+                    status,
+                    action: "pause",
+                });
+            }
+            Status::Paused => return Ok(state),
+            status @ (Status::AwaitingApproval | Status::New) => {
+                return Err(ControlError::NotPausable {
+                    session_id: session_id.to_owned(),
+                    status,
+                });
+            }
+            _ if state.pause_requested() => return Ok(state),
+            _ => {}
+        }
+        let held = match store.acquire_lease(session_id, &owner, PAUSE_LEASE).await {
+            Ok(()) => true,
+            Err(StoreError::Leased { .. }) => false,
+            Err(err) => return Err(err.into()),
+        };
+        let kind = if held {
+            EventKind::Paused {
+                reason: format!("paused by {by} while no process drove it"),
+            }
+        } else {
+            EventKind::PauseRequested { by: by.to_owned() }
+        };
+        let event = Event::new(session_id, state.last_seq() + 1, kind);
+        state.apply(&event)?;
+        let appended = store
+            .append(Append::after(&state, &[event], Durability::Full))
+            .await;
+        if held {
+            let _ = store.release_lease(session_id, &owner).await;
+        }
+        match appended {
             Ok(()) => return Ok(state),
             Err(StoreError::Conflict { .. }) if attempts < CONFLICT_RETRIES => attempts += 1,
             Err(err) => return Err(err.into()),

@@ -305,6 +305,17 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         config: Option<Value>,
     },
+    /// Someone asked a running session to pause (`agent pause`): the process
+    /// driving it pauses it after its current step.
+    PauseRequested {
+        /// Who asked.
+        by: String,
+    },
+    /// The session stopped on request until a resume continues it from here.
+    Paused {
+        /// Why, for people.
+        reason: String,
+    },
     /// A stopped session was picked up again by an engine.
     Resumed {
         /// Why, for people (for example `resume`).
@@ -368,6 +379,8 @@ impl EventKind {
             Self::LastAnswer { .. } => "last_answer",
             Self::Reflection { .. } => "reflection",
             Self::UserMessage { .. } => "user_message",
+            Self::PauseRequested { .. } => "pause_requested",
+            Self::Paused { .. } => "paused",
             Self::Resumed { .. } => "resumed",
             Self::Queued { .. } => "queued",
             Self::Forked { .. } => "forked",

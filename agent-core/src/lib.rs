@@ -47,7 +47,9 @@ pub use context::{
     Compaction, ContextInput, ContextPolicy, EstimatedTokens, TOKENS_PER_MESSAGE, TokenCounter,
     digest, item_tokens, items_tokens, reflection_digest, turns,
 };
-pub use control::{ControlError, Fork, cancel_session, decide_approval, fork_session};
+pub use control::{
+    ControlError, Fork, cancel_session, decide_approval, fork_session, pause_session,
+};
 pub use engine::{
     DEFAULT_LEASE_RENEWAL, DEFAULT_LEASE_TTL, Drive, Engine, EngineBuilder, INTERRUPTED,
     is_repeated_call_answer,

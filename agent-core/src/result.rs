@@ -31,6 +31,8 @@ pub enum ExitReason {
     ProviderError,
     /// The session waits for a human decision.
     AwaitingApproval,
+    /// The session was paused on request (`agent pause`); a resume continues it.
+    Paused,
 }
 
 impl ExitReason {
@@ -45,6 +47,7 @@ impl ExitReason {
             Self::Cancelled => 6,
             Self::ProviderError => 7,
             Self::AwaitingApproval => 10,
+            Self::Paused => 11,
         }
     }
 
@@ -59,6 +62,7 @@ impl ExitReason {
             Self::Cancelled => "cancelled",
             Self::ProviderError => "provider_error",
             Self::AwaitingApproval => "awaiting_approval",
+            Self::Paused => "paused",
         }
     }
 }

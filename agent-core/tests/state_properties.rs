@@ -139,6 +139,8 @@ fn kind() -> impl Strategy<Value = EventKind> {
             turn,
             config: None,
         }),
+        10 => text().prop_map(|by| EventKind::PauseRequested { by }),
+        10 => text().prop_map(|reason| EventKind::Paused { reason }),
         25 => text().prop_map(|reason| EventKind::Resumed { reason }),
         25 => text().prop_map(|reason| EventKind::Queued { reason }),
         25 => (0u64..5).prop_map(|at| EventKind::Forked { parent: "p".into(), at }),

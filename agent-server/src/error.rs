@@ -115,6 +115,9 @@ impl From<ControlError> for ApiError {
                 format!("the session log is inconsistent: {message}; nothing was changed"),
             ),
             ControlError::Ended { .. } => Self::new(StatusCode::CONFLICT, "ended", message),
+            ControlError::NotPausable { .. } => {
+                Self::new(StatusCode::CONFLICT, "not_pausable", message)
+            }
             ControlError::NothingPending { .. } | ControlError::NotPending { .. } => {
                 Self::new(StatusCode::CONFLICT, "not_pending", message)
             }

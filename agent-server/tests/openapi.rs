@@ -52,6 +52,7 @@ fn the_document_is_openapi_3_1_with_bearer_auth_and_names_every_route() {
         ("POST", "/v1/sessions/{id}/approve"),
         ("POST", "/v1/sessions/{id}/deny"),
         ("POST", "/v1/sessions/{id}/cancel"),
+        ("POST", "/v1/sessions/{id}/pause"),
         ("POST", "/v1/sessions/{id}/resume"),
         ("POST", "/v1/sessions/{id}/fork"),
         ("POST", "/v1/sessions/{id}/messages"),

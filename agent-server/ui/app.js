@@ -6,7 +6,7 @@
 
 (() => {
   const TOKEN_KEY = "agent-token";
-  const STATUSES = ["running", "queued", "awaiting_approval", "finished", "failed", "cancelled"];
+  const STATUSES = ["running", "queued", "awaiting_approval", "paused", "finished", "failed", "cancelled"];
   const ENDED = new Set(["finished", "failed", "cancelled"]);
   const LIST_POLL_MS = 2000;
   const LONG_TEXT = 240;
@@ -545,6 +545,8 @@
         return "running";
       case "queued":
         return "queued";
+      case "paused":
+        return "paused";
       case "approval_requested":
         return "awaiting_approval";
       case "approval_decided":
@@ -637,7 +639,10 @@
         return [what(`turn ${kind.turn}, a follow-up message:`), longText(kind.text)];
       case "resumed":
       case "queued":
+      case "paused":
         return [what(kind.reason)];
+      case "pause_requested":
+        return [what(`pause requested by ${kind.by}; it pauses after its current step`)];
       case "forked":
         return [h("div", {}, "forked from ", sessionLink(kind.parent), ` at event ${kind.at}`)];
       case "cancelled":

@@ -67,6 +67,7 @@ impl ExecutionStrategy for ReAct {
             Status::ActionPending => Ok(Decision::Dispatch(state.undispatched_calls())),
             status @ (Status::New
             | Status::AwaitingApproval
+            | Status::Paused
             | Status::ActionExecuting
             | Status::Finished
             | Status::Error

@@ -119,6 +119,8 @@ pub fn describe(kind: &EventKind) -> String {
         } => format!("{exit_reason}: {}", error.as_deref().unwrap_or("")),
         EventKind::Cancelled { reason } => format!("cancelled: {reason}"),
         EventKind::UserMessage { text, turn, .. } => format!("turn {turn}: {text}"),
+        EventKind::PauseRequested { by } => format!("pause requested by {by}"),
+        EventKind::Paused { reason } => format!("paused: {reason}"),
         EventKind::Resumed { reason } => format!("resumed: {reason}"),
         EventKind::Queued { reason } => format!("queued: {reason}"),
         EventKind::Forked { parent, at } => format!("copy of {parent} up to seq {at}"),

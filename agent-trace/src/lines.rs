@@ -213,12 +213,14 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
             "user_message",
             json!({"turn": turn, "input_summary": mode.render(text)}),
         )],
+        EventKind::Paused { reason } => vec![line("run_paused", json!({"reason": reason}))],
         EventKind::Resumed { reason } => vec![line("run_resumed", json!({"reason": reason}))],
         EventKind::Cancelled { reason } => vec![line(
             "run_finished",
             json!({"exit_reason": ExitReason::Cancelled, "steps_used": step, "reason": reason}),
         )],
         EventKind::ModelRequested { .. }
+        | EventKind::PauseRequested { .. }
         | EventKind::ActionDispatched { .. }
         | EventKind::Forked { .. }
         | EventKind::Queued { .. }

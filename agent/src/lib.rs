@@ -83,7 +83,7 @@ pub use agent_core::{
     StrategyRecord, StrategyWork, TokenCounter, Tool, ToolCall, ToolContext, ToolError, ToolOutput,
     ToolSpec, Toolbox, UnknownBudget, UnknownStatus, Usage, Verdict, WallTime, Work, WorkContext,
     WorkRecord, cancel_session, decide_approval, fork_session, load_state, new_session_id,
-    now_millis, snapshot_of, strict_json,
+    now_millis, pause_session, snapshot_of, strict_json,
 };
 pub use agent_core::{
     ActionClaim, CallObserver, Drive, QueueView, QueuedAction, QueuedActionView, QueuedSessionView,

@@ -4,6 +4,7 @@ pub mod approve;
 pub mod cancel;
 pub mod fork;
 pub mod model;
+pub mod pause;
 pub mod queue;
 pub mod resume;
 pub mod run;

@@ -41,7 +41,11 @@ pub async fn wait(args: WaitArgs) -> Result<u8, CliError> {
                     .map_err(|err| CliError::Internal(err.to_string()))?;
             }
         }
-        if let Some(result) = state.run_result().or_else(|| state.awaiting_result()) {
+        if let Some(result) = state
+            .run_result()
+            .or_else(|| state.awaiting_result())
+            .or_else(|| state.paused_result())
+        {
             if let Some(progress) = &progress {
                 progress.finish();
             }

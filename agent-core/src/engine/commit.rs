@@ -1,7 +1,9 @@
 //! Commit and publish: new events are applied to the state at once, queued, and
 //! committed to the store in one append when the driver reaches a commit point;
 //! only then are they published to the sinks. A conflicting append (another
-//! writer got there first) drops what was queued and folds the log again.
+//! writer got there first) drops what was queued and folds the log again —
+//! unless what the other writer added leaves the driver's work valid (a pause
+//! request): then the queued events are placed after it and committed.
 
 use super::driver::{Driver, internal_failure};
 use crate::call::Timed;
@@ -54,23 +56,39 @@ impl Driver<'_> {
         let Some(first) = self.unflushed.first() else {
             return Ok(true);
         };
-        let expected = first.seq - 1;
-        // Announced before the append, so the lease keeper never mistakes our own
-        // commit for a write by someone else.
-        self.signal().committed_up_to(self.state.last_seq());
-        let appended = self
-            .engine
-            .store
-            .append(Append::after(&self.state, &self.unflushed, durability))
-            .await;
-        match appended {
-            Ok(()) => {}
-            Err(StoreError::Conflict { .. }) => {
-                self.signal().committed_up_to(expected);
-                self.reload().await?;
-                return Ok(false);
+        let mut expected = first.seq - 1;
+        let mut rebased = Vec::new();
+        loop {
+            // Announced before the append, so the lease keeper never mistakes our
+            // own commit for a write by someone else.
+            self.signal().committed_up_to(self.state.last_seq());
+            let appended = self
+                .engine
+                .store
+                .append(Append::after(&self.state, &self.unflushed, durability))
+                .await;
+            match appended {
+                Ok(()) => break,
+                Err(StoreError::Conflict { .. }) => {
+                    self.signal().committed_up_to(expected);
+                    match self.rebase(expected).await? {
+                        Some(foreign) => {
+                            expected += foreign.len() as u64;
+                            rebased.extend(foreign);
+                        }
+                        None => {
+                            self.reload().await?;
+                            return Ok(false);
+                        }
+                    }
+                }
+                Err(err) => return Err(err.into()),
             }
-            Err(err) => return Err(err.into()),
+        }
+        for event in &rebased {
+            for sink in &self.engine.sinks {
+                sink.publish(event, self.state.steps_used())?;
+            }
         }
         self.maybe_snapshot(expected).await;
         let events = std::mem::take(&mut self.unflushed);
@@ -103,6 +121,36 @@ impl Driver<'_> {
         }
     }
 
+    /// After a conflicting append at `expected`: when every event another writer
+    /// added since then leaves this driver's work valid ([`commutes`]), folds
+    /// the log again with them, places the uncommitted events after them and
+    /// returns them; `None` when any of them does not (the caller reloads).
+    async fn rebase(&mut self, expected: u64) -> Result<Option<Vec<Event>>, EngineError> {
+        let session_id = self.state.session_id().to_owned();
+        let foreign = self.engine.store.load_after(&session_id, expected).await?;
+        if foreign.is_empty() || !foreign.iter().all(|event| commutes(&event.kind)) {
+            return Ok(None);
+        }
+        let mut state = load_state(self.engine.store.as_ref(), &session_id).await?;
+        if state.last_seq() != expected + foreign.len() as u64 {
+            return Ok(None);
+        }
+        let mut placed = Vec::with_capacity(self.unflushed.len());
+        for event in &self.unflushed {
+            let event = Event {
+                seq: state.last_seq() + 1,
+                ..event.clone()
+            };
+            if state.apply(&event).is_err() {
+                return Ok(None);
+            }
+            placed.push(event);
+        }
+        self.state = state;
+        self.unflushed = placed;
+        Ok(Some(foreign))
+    }
+
     /// Drops uncommitted events and folds the log again, after a write by another
     /// process (a cancel, a conflict); the events this driver did not write are
     /// published to its sinks. Work in flight is abandoned. Fails if the lease was
@@ -131,6 +179,13 @@ impl Driver<'_> {
         self.needs_recovery = true;
         Ok(())
     }
+}
+
+/// Whether an event another process appended while a driver works leaves
+/// that work valid, so the driver's events may simply follow it: a pause
+/// request, which the driver honours at its next step boundary.
+pub(super) fn commutes(kind: &EventKind) -> bool {
+    matches!(kind, EventKind::PauseRequested { .. })
 }
 
 /// Says on the `tracing` log what an event records: retries and breaker

@@ -151,7 +151,7 @@ impl<'e> Driver<'e> {
                 span.record("agent.exit_reason", result.exit_reason.as_str());
                 if !matches!(
                     result.exit_reason,
-                    ExitReason::Finished | ExitReason::AwaitingApproval
+                    ExitReason::Finished | ExitReason::AwaitingApproval | ExitReason::Paused
                 ) {
                     let message = result
                         .error
@@ -179,6 +179,7 @@ impl<'e> Driver<'e> {
                 .state
                 .run_result()
                 .or_else(|| self.state.awaiting_result())
+                .or_else(|| self.state.paused_result())
             {
                 if self.flush(Durability::Full).await? {
                     return Ok(Drive::Stopped(Box::new(result)));
@@ -194,6 +195,12 @@ impl<'e> Driver<'e> {
             }
             if std::mem::take(&mut self.needs_recovery) {
                 self.recover_in_flight().await?;
+                continue;
+            }
+            if self.state.pause_requested() && self.state.status().is_step_boundary() {
+                self.record(EventKind::Paused {
+                    reason: "paused on request after its step".into(),
+                })?;
                 continue;
             }
             let decision = match self.engine.strategy.next(&self.state) {

@@ -99,8 +99,24 @@ impl Drop for Lease {
     }
 }
 
+/// Whether every event after `committed` leaves the driver's work valid (a
+/// pause request), so the driver need not be woken: its next commit places its
+/// events after them. A log that cannot be read counts as a write that wakes.
+async fn only_commuting(store: &dyn EventStore, session_id: &str, committed: u64) -> bool {
+    match store.load_after(session_id, committed).await {
+        Ok(events) => {
+            !events.is_empty()
+                && events
+                    .iter()
+                    .all(|event| super::commit::commutes(&event.kind))
+        }
+        Err(_) => false,
+    }
+}
+
 /// Renews the lease every `period`, waking the driver when the log holds events it
-/// did not write or the lease was lost. A failed renewal is retried next period.
+/// did not write (other than a pause request) or the lease was lost. A failed
+/// renewal is retried next period.
 async fn renew(
     store: Arc<dyn EventStore>,
     session_id: String,
@@ -113,7 +129,10 @@ async fn renew(
         tokio::time::sleep(period).await;
         match store.renew_lease(&session_id, &owner, ttl).await {
             Ok(last_seq) => {
-                if last_seq > signal.last_committed() {
+                let committed = signal.last_committed();
+                if last_seq > committed
+                    && !only_commuting(store.as_ref(), &session_id, committed).await
+                {
                     signal.wake.notify_one();
                 }
             }

@@ -27,6 +27,11 @@ impl Driver<'_> {
         if !self.guarded(Checkpoint::ModelCall).await? || !self.flush(Durability::Full).await? {
             return Ok(());
         }
+        if self.state.pause_requested() {
+            // The commit placed this step's results after a pause request: the
+            // step is over, so the driver pauses before asking for the next.
+            return Ok(());
+        }
         let engine = self.engine;
         let tools = engine.tools.specs();
         let (history, context_tokens) = match &engine.context {

@@ -143,6 +143,12 @@ pub struct SessionState {
     /// What was spent when the current turn began.
     #[serde(default)]
     turn_start: TurnStart,
+    /// Whether someone asked the session to pause and it has not yet.
+    #[serde(default)]
+    pause_requested: bool,
+    /// The status a paused session continues in when it is resumed.
+    #[serde(default)]
+    paused_from: Option<Status>,
 }
 
 impl SessionState {
@@ -178,6 +184,8 @@ impl SessionState {
             submitted: false,
             follow_ups: 0,
             turn_start: TurnStart::default(),
+            pause_requested: false,
+            paused_from: None,
         }
     }
 
@@ -398,6 +406,29 @@ impl SessionState {
             output: None,
             turn: self.turn(),
         })
+    }
+
+    /// The result to report while the session is paused; `None` otherwise.
+    pub fn paused_result(&self) -> Option<RunResult> {
+        (self.status == Status::Paused).then(|| RunResult {
+            session_id: self.session_id.clone(),
+            exit_reason: ExitReason::Paused,
+            answer: None,
+            steps_used: self.steps_used,
+            usage: self.usage.clone(),
+            budget: None,
+            error: None,
+            pending: Vec::new(),
+            partial: false,
+            degraded: false,
+            output: None,
+            turn: self.turn(),
+        })
+    }
+
+    /// Whether someone asked the session to pause and it has not paused yet.
+    pub fn pause_requested(&self) -> bool {
+        self.pause_requested
     }
 
     /// Whether the last model output was rejected.

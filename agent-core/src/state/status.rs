@@ -23,6 +23,8 @@ pub enum Status {
     Observing,
     /// Calls wait for a human decision.
     AwaitingApproval,
+    /// Stopped on request (`agent pause`) until a resume continues it.
+    Paused,
     /// Ended with an answer.
     Finished,
     /// Ended without an answer.
@@ -39,6 +41,7 @@ impl Status {
             Self::Error => PublicStatus::Failed,
             Self::Cancelled => PublicStatus::Cancelled,
             Self::AwaitingApproval => PublicStatus::AwaitingApproval,
+            Self::Paused => PublicStatus::Paused,
             Self::New
             | Self::Idle
             | Self::Thinking
@@ -70,6 +73,7 @@ impl Status {
             Self::Error => "error",
             Self::Cancelled => "cancelled",
             Self::AwaitingApproval => "awaiting_approval",
+            Self::Paused => "paused",
         }
     }
 }
@@ -90,6 +94,8 @@ pub enum PublicStatus {
     Running,
     /// Paused until a human decides on its pending calls.
     AwaitingApproval,
+    /// Stopped on request (`agent pause`) until a resume continues it.
+    Paused,
     /// Ended with an answer.
     Finished,
     /// Ended with an error exit reason.
@@ -105,6 +111,7 @@ impl PublicStatus {
             Self::Queued => "queued",
             Self::Running => "running",
             Self::AwaitingApproval => "awaiting_approval",
+            Self::Paused => "paused",
             Self::Finished => "finished",
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
@@ -121,7 +128,7 @@ impl fmt::Display for PublicStatus {
 /// A status name that is not a public status.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown status `{0}`: expected queued, running, awaiting_approval, finished, failed or cancelled"
+    "unknown status `{0}`: expected queued, running, awaiting_approval, paused, finished, failed or cancelled"
 )]
 pub struct UnknownStatus(pub String);
 
@@ -133,6 +140,7 @@ impl std::str::FromStr for PublicStatus {
             "queued" => Ok(Self::Queued),
             "running" => Ok(Self::Running),
             "awaiting_approval" => Ok(Self::AwaitingApproval),
+            "paused" => Ok(Self::Paused),
             "finished" => Ok(Self::Finished),
             "failed" => Ok(Self::Failed),
             "cancelled" => Ok(Self::Cancelled),

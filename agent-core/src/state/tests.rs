@@ -326,3 +326,75 @@ fn a_follow_up_after_a_refused_dispatch_closes_the_unrun_calls_with_errors() {
         ] if observation.is_error && observation.content.contains("budget_exceeded")
     ));
 }
+
+#[test]
+fn a_pause_holds_the_status_it_came_from_and_a_resume_returns_to_it() {
+    let mut kinds = vec![
+        started(),
+        requested(1),
+        responded(vec![Action::ToolCall(call("a"))]),
+        EventKind::ActionDispatched { call: call("a") },
+        EventKind::PauseRequested { by: "me".into() },
+    ];
+    let state = apply_all(kinds.clone()).unwrap();
+    assert!(state.pause_requested());
+    assert_eq!(
+        state.status(),
+        Status::ActionExecuting,
+        "a request changes no status"
+    );
+    kinds.push(EventKind::ActionCompleted {
+        observation: Observation::success(&call("a"), "1"),
+    });
+    kinds.push(EventKind::Paused {
+        reason: "asked".into(),
+    });
+    let paused = apply_all(kinds.clone()).unwrap();
+    assert_eq!(paused.public_status(), PublicStatus::Paused);
+    assert!(!paused.pause_requested());
+    let result = paused.paused_result().unwrap();
+    assert_eq!(
+        (result.exit_reason, result.exit_code()),
+        (ExitReason::Paused, 11)
+    );
+    assert!(paused.run_result().is_none(), "a pause is not an end");
+    assert!(
+        paused
+            .clone()
+            .apply(&event(paused.last_seq() + 1, requested(2)))
+            .is_err(),
+        "nothing runs while paused"
+    );
+    kinds.push(EventKind::Resumed {
+        reason: "resume".into(),
+    });
+    let resumed = apply_all(kinds).unwrap();
+    assert_eq!(resumed.status(), Status::Observing);
+    assert!(resumed.paused_result().is_none());
+}
+
+#[test]
+fn nothing_pauses_once_ended_or_while_it_waits_for_a_decision() {
+    let mut kinds = vec![started(), requested(1)];
+    kinds.extend(finish("84"));
+    let mut finished = apply_all(kinds).unwrap();
+    assert!(
+        finished
+            .apply(&event(5, EventKind::PauseRequested { by: "me".into() }))
+            .is_err()
+    );
+    let mut waiting = apply_all(vec![
+        started(),
+        requested(1),
+        responded(vec![Action::ToolCall(call("a"))]),
+        EventKind::ApprovalRequested {
+            calls: vec![call("a")],
+        },
+    ])
+    .unwrap();
+    assert!(
+        waiting
+            .apply(&event(5, EventKind::Paused { reason: "x".into() }))
+            .is_err()
+    );
+}

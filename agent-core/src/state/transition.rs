@@ -269,8 +269,25 @@ impl SessionState {
                     self.config = config.clone();
                 }
             }
+            EventKind::PauseRequested { .. } => {
+                self.require_open(illegal)?;
+                require(self.pausable())?;
+                self.pause_requested = true;
+            }
+            EventKind::Paused { .. } => {
+                require(self.pausable())?;
+                self.paused_from = Some(self.status);
+                self.pause_requested = false;
+                self.status = Status::Paused;
+            }
             EventKind::Resumed { .. } | EventKind::Forked { .. } | EventKind::Queued { .. } => {
                 self.require_open(illegal)?;
+                if matches!(kind, EventKind::Resumed { .. }) {
+                    self.pause_requested = false;
+                }
+                if let Some(status) = self.paused_from.take() {
+                    self.status = status;
+                }
             }
             EventKind::Cancelled { reason } => {
                 self.require_open(illegal)?;
@@ -304,6 +321,19 @@ impl SessionState {
             }
         }
         Ok(())
+    }
+
+    /// Whether the session runs (or its driver died) and may pause: not
+    /// before it starts, not while it waits for a decision, not once ended.
+    fn pausable(&self) -> bool {
+        matches!(
+            self.status,
+            Status::Idle
+                | Status::Thinking
+                | Status::ActionPending
+                | Status::ActionExecuting
+                | Status::Observing
+        )
     }
 
     /// Fails unless the session has started and not ended.

@@ -99,6 +99,9 @@ impl SessionState {
             Status::AwaitingApproval => Err(
                 "it waits for an approval; approve or deny its calls (`agent approve`, `agent deny`) and resume it first".into(),
             ),
+            Status::Paused => Err(
+                "it is paused in the middle of a turn; resume it (`agent resume`) first".into(),
+            ),
             Status::New => Err("it has not started".into()),
             Status::Idle
             | Status::Thinking

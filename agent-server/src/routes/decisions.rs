@@ -11,6 +11,7 @@ use utoipa::ToSchema;
 
 use agent_core::{
     ControlError, PublicStatus, RunResult, SessionState, cancel_session, fork_session,
+    pause_session,
 };
 use agent_runtime::control::{self, Requeued, queue_again};
 
@@ -161,6 +162,32 @@ pub async fn cancel(
     Path(id): Path<String>,
 ) -> Result<Json<StatusOf>, ApiError> {
     let session = cancel_session(state.store.as_ref(), &id, "cancelled over the HTTP API").await?;
+    Ok(Json(StatusOf {
+        session_id: id,
+        status: session.public_status(),
+        result: None,
+    }))
+}
+
+/// Pauses a running session after its current step (`agent pause`): the
+/// worker or process driving it pauses it at its next step boundary; one whose
+/// process died is paused at once. `POST …/resume` continues it.
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/pause",
+    tag = "decisions",
+    params(("id" = String, Path, description = "The session id")),
+    responses(
+        (status = 200, body = StatusOf, description = "`paused`, or `running` while its driver finishes the step"),
+        (status = 404, body = ErrorBody, description = "No session has this id"),
+        (status = 409, body = ErrorBody, description = "The session has ended, or waits for a decision")
+    )
+)]
+pub async fn pause(
+    State(state): State<ServerState>,
+    Path(id): Path<String>,
+) -> Result<Json<StatusOf>, ApiError> {
+    let session = pause_session(state.store.as_ref(), &id, "the HTTP API").await?;
     Ok(Json(StatusOf {
         session_id: id,
         status: session.public_status(),

@@ -70,6 +70,7 @@ fn documented() -> (Router<ServerState>, utoipa::openapi::OpenApi) {
         .routes(routes!(decisions::approve))
         .routes(routes!(decisions::deny))
         .routes(routes!(decisions::cancel))
+        .routes(routes!(decisions::pause))
         .routes(routes!(decisions::resume))
         .routes(routes!(decisions::fork))
         .routes(routes!(messages::send))

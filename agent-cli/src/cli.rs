@@ -402,6 +402,12 @@ pub struct RunFlags {
     /// of per conversation turn (`agent send` starts a turn).
     #[arg(long)]
     pub session_budget: bool,
+    /// What a message sent with `agent send` while the session runs does:
+    /// `enqueue` (default: the model sees it at its next call), `interrupt`
+    /// (a model call in flight is abandoned and asked again with it) or
+    /// `reject` (refused, exit 2).
+    #[arg(long, value_name = "POLICY", value_parser = ["enqueue", "interrupt", "reject"])]
+    pub on_message: Option<String>,
     /// Output tokens per model request, sent to the provider (default 1024).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_output_tokens: Option<u32>,
@@ -500,6 +506,7 @@ impl RunFlags {
             reflect_every: self.reflect_every,
             output_schema: self.output_schema.clone(),
             session_budget: self.session_budget.then_some(true),
+            on_message: self.on_message.clone(),
             threads: self.threads,
             temperature: self.temperature,
             trace: self.trace.clone(),

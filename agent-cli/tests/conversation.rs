@@ -194,3 +194,104 @@ fn a_refused_follow_up_exits_2_and_writes_nothing() {
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("the message is empty"));
 }
+
+/// Starts `agent run` with a one-second sleep and waits for the sleep; its
+/// session id and the running process.
+async fn running_sleep(scratch: &Scratch, extra: &[&str]) -> (String, std::process::Child) {
+    let script = scratch.script(
+        "slow.json",
+        json!([
+            {"type": "tool_call", "tool_name": "sleep", "arguments": {"seconds": 1.0}},
+            {"type": "finish", "answer": "slept, and read your message"}
+        ]),
+    );
+    let model = format!("scripted:{}", script.display());
+    let mut args = vec![
+        "run",
+        "sleep a second",
+        "--model",
+        &model,
+        "--tools",
+        "sleep",
+        "--trace",
+        "slow.jsonl",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let child = scratch
+        .command()
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (id, _) = wait_for_log(&scratch.dir, "the sleep", |events| {
+        last_is_dispatch_of(events, "sleep")
+    })
+    .await;
+    (id, child)
+}
+
+#[tokio::test]
+async fn a_message_to_a_running_session_is_queued_and_delivered_after_its_step() {
+    let scratch = scratch("send-running");
+    let (id, child) = running_sleep(&scratch, &[]).await;
+    let sent = scratch.run(&["send", &id, "and say hi", "--json"]);
+    assert_eq!(sent.status.code(), Some(0), "{}", stderr(&sent));
+    assert_eq!(
+        json_stdout(&sent),
+        json!({"session_id": id, "status": "running", "message": "queued"})
+    );
+    let driven = child.wait_with_output().unwrap();
+    assert_eq!(driven.status.code(), Some(0));
+    let result: Value = serde_json::from_slice(&driven.stdout).unwrap();
+    assert_eq!(result["answer"], "slept, and read your message");
+    assert_eq!(result["turn"], 1, "a message while running joins the turn");
+    let events = load_log(&scratch.dir, &id).await;
+    let names: Vec<&str> = events.iter().map(|event| event.kind.name()).collect();
+    let queued = names.iter().position(|n| *n == "message_queued").unwrap();
+    let completed = names.iter().position(|n| *n == "action_completed").unwrap();
+    let delivered = names
+        .iter()
+        .position(|n| *n == "messages_delivered")
+        .unwrap();
+    assert!(queued < completed && completed < delivered, "{names:?}");
+    let lines = trace_lines(&scratch.path("slow.jsonl"));
+    assert!(
+        lines
+            .iter()
+            .any(|line| line["event_type"] == "user_message" && line["while_running"] == true),
+        "{lines:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_session_whose_policy_is_reject_refuses_messages_while_it_runs() {
+    let scratch = scratch("send-reject");
+    let (id, child) = running_sleep(&scratch, &["--on-message", "reject"]).await;
+    let sent = scratch.run(&["send", &id, "and say hi", "--json"]);
+    assert_eq!(sent.status.code(), Some(2));
+    assert_eq!(stdout(&sent), "");
+    let message = stderr(&sent);
+    assert!(
+        message.contains("--on-message policy is reject"),
+        "{message}"
+    );
+    let driven = child.wait_with_output().unwrap();
+    assert_eq!(driven.status.code(), Some(0));
+    let events = load_log(&scratch.dir, &id).await;
+    assert!(
+        !events
+            .iter()
+            .any(|event| matches!(event.kind, EventKind::MessageQueued { .. }))
+    );
+    let bad = scratch.run(&[
+        "run",
+        "x",
+        "--model",
+        "scripted:slow.json",
+        "--on-message",
+        "shout",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+}

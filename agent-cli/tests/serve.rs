@@ -250,6 +250,18 @@ async fn a_pause_over_http_stops_after_the_step_and_resume_finishes() {
         .create(json!({"model": format!("scripted:{}", script.display()), "tools": ["sleep"]}))
         .await;
     server.wait_for(&id, "running").await;
+    let (status, sent) = server
+        .post(
+            &format!("/v1/sessions/{id}/messages"),
+            json!({"text": "and then?"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{sent}");
+    assert_eq!(
+        sent["status"], "running",
+        "a running session takes it as it runs"
+    );
+    assert_eq!(sent["turn"], 1);
     let (status, paused) = server
         .post(&format!("/v1/sessions/{id}/pause"), json!({}))
         .await;

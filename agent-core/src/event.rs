@@ -305,6 +305,23 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         config: Option<Value>,
     },
+    /// A person added a message to a session while it runs (its `on_message`
+    /// policy is `enqueue` or `interrupt`): it waits until the driver delivers
+    /// it at its next step boundary, so it never splits a tool call from its
+    /// result.
+    MessageQueued {
+        /// The message.
+        text: String,
+        /// Whether a model call in flight is abandoned for it (`interrupt`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        interrupt: bool,
+    },
+    /// The driver put the queued messages into the history, in the order they
+    /// came, before its next decision.
+    MessagesDelivered {
+        /// How many: every message queued so far.
+        count: u32,
+    },
     /// Someone asked a running session to pause (`agent pause`): the process
     /// driving it pauses it after its current step.
     PauseRequested {
@@ -379,6 +396,8 @@ impl EventKind {
             Self::LastAnswer { .. } => "last_answer",
             Self::Reflection { .. } => "reflection",
             Self::UserMessage { .. } => "user_message",
+            Self::MessageQueued { .. } => "message_queued",
+            Self::MessagesDelivered { .. } => "messages_delivered",
             Self::PauseRequested { .. } => "pause_requested",
             Self::Paused { .. } => "paused",
             Self::Resumed { .. } => "resumed",

@@ -140,6 +140,8 @@ fn kind() -> impl Strategy<Value = EventKind> {
             config: None,
         }),
         10 => text().prop_map(|by| EventKind::PauseRequested { by }),
+        10 => (text(), any::<bool>()).prop_map(|(text, interrupt)| EventKind::MessageQueued { text, interrupt }),
+        10 => (0u32..3).prop_map(|count| EventKind::MessagesDelivered { count }),
         10 => text().prop_map(|reason| EventKind::Paused { reason }),
         25 => text().prop_map(|reason| EventKind::Resumed { reason }),
         25 => text().prop_map(|reason| EventKind::Queued { reason }),

@@ -67,6 +67,23 @@ fn default_on_limit() -> String {
     OnLimit::default().as_str().into()
 }
 
+fn default_on_message() -> String {
+    "enqueue".into()
+}
+
+/// What a message sent to a running session does (`--on-message`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnMessage {
+    /// The model sees it at its next call; a finish proposed before it saw it
+    /// is refused with feedback, so it is always answered.
+    Enqueue,
+    /// As `enqueue`, and a model call in flight is abandoned and asked again
+    /// with it (tool calls in flight are awaited, never cut).
+    Interrupt,
+    /// Refused (exit 2, HTTP 409) while the session runs.
+    Reject,
+}
+
 /// Every setting of a session, as recorded in `SessionStarted.config`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionConfig {
@@ -153,6 +170,10 @@ pub struct SessionConfig {
     /// Steps between reflections (`--reflect-every`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reflect_every: Option<u32>,
+    /// What a message sent while the session runs does (`--on-message`):
+    /// `enqueue`, `interrupt` or `reject`.
+    #[serde(default = "default_on_message")]
+    pub on_message: String,
     /// The JSON Schema a finish's answer must satisfy (`--output-schema`; the
     /// schema itself is recorded, not its file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -245,6 +266,8 @@ pub struct RunOptions {
     pub temperature: Option<f32>,
     /// `--session-budget`: budgets count over the whole session, not per turn.
     pub session_budget: Option<bool>,
+    /// `--on-message`: `enqueue`, `interrupt` or `reject`.
+    pub on_message: Option<String>,
     /// `--trace`.
     pub trace: Option<PathBuf>,
     /// `--trace-content`: `summary` or `full`.
@@ -347,6 +370,10 @@ impl SessionConfig {
             },
             output_schema: options.output_schema.clone().or(base.output_schema.clone()),
             session_budget: options.session_budget.unwrap_or(base.session_budget),
+            on_message: options
+                .on_message
+                .clone()
+                .unwrap_or(base.on_message.clone()),
             trace,
             trace_content: options
                 .trace_content
@@ -388,6 +415,7 @@ impl SessionConfig {
             reflect_every: None,
             output_schema: None,
             session_budget: false,
+            on_message: default_on_message(),
             trace: None,
             trace_content: default_trace_content(),
             confinement: None,
@@ -447,6 +475,7 @@ impl SessionConfig {
         }
         self.context_spec()?;
         self.on_limit()?;
+        self.on_message()?;
         self.output()?;
         crate::tools::builtin_registry(self)?;
         Ok(())
@@ -477,6 +506,19 @@ impl SessionConfig {
     pub fn context_spec(&self) -> Result<agent_strategies::ContextSpec, ConfigError> {
         agent_strategies::ContextSpec::parse(&self.context)
             .map_err(|err| ConfigError::new(err.to_string()))
+    }
+
+    /// What a message sent while the session runs does, as `--on-message`
+    /// names it.
+    pub fn on_message(&self) -> Result<OnMessage, ConfigError> {
+        match self.on_message.as_str() {
+            "enqueue" => Ok(OnMessage::Enqueue),
+            "interrupt" => Ok(OnMessage::Interrupt),
+            "reject" => Ok(OnMessage::Reject),
+            other => Err(ConfigError::new(format!(
+                "unknown --on-message `{other}`: expected enqueue, interrupt or reject"
+            ))),
+        }
     }
 
     /// What the session does when a limit ends it, as `--on-limit` names it.

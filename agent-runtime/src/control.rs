@@ -180,6 +180,134 @@ pub async fn queue_again(
     .into())
 }
 
+/// What [`send_message`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MessageSent {
+    /// The session's last turn had ended: the message opens turn `turn`, which
+    /// waits in the work queue for a worker.
+    TurnQueued {
+        /// The turn the message opened.
+        turn: u32,
+    },
+    /// The session runs: the message waits for its driver to deliver it at its
+    /// next step boundary (`interrupt`: a model call in flight is abandoned).
+    Delivering {
+        /// The turn that runs.
+        turn: u32,
+        /// Whether the session's policy is `interrupt`.
+        interrupt: bool,
+    },
+}
+
+/// Whether `state` runs a turn that a message is added to rather than one
+/// opened by it.
+pub fn is_running(state: &SessionState) -> bool {
+    use agent_core::Status;
+    matches!(
+        state.status(),
+        Status::Idle
+            | Status::Thinking
+            | Status::ActionPending
+            | Status::ActionExecuting
+            | Status::Observing
+    )
+}
+
+/// Adds `text` to a running session as its recorded `--on-message` policy
+/// says: `enqueue` and `interrupt` record a `message_queued` event its driver
+/// delivers at its next step boundary; `reject` refuses. Returns whether the
+/// message interrupts. A session that does not run is refused here; its next
+/// turn is [`queue_message`] or `Engine::send`.
+pub async fn message_running(
+    store: &dyn Store,
+    session_id: &str,
+    text: &str,
+) -> Result<bool, DecisionError> {
+    let refused = |reason: String| DecisionError::FollowUpRefused {
+        session_id: session_id.to_owned(),
+        reason,
+    };
+    if text.trim().is_empty() {
+        return Err(refused("the message is empty".into()));
+    }
+    for _ in 0..QUEUE_TRIES {
+        let mut state = load(store, session_id).await?;
+        if !is_running(&state) {
+            return Err(refused(format!(
+                "it is {}, not running",
+                state.public_status()
+            )));
+        }
+        let config = SessionConfig::recorded(state.config())?;
+        if config.strategy != "react" {
+            return Err(refused(format!(
+                "its strategy `{}` decides from a plan or graph of its own, not from a conversation",
+                config.strategy
+            )));
+        }
+        let interrupt = match config.on_message()? {
+            crate::OnMessage::Reject => {
+                return Err(refused(
+                    "it is running and its --on-message policy is reject; send the message when its turn has ended".into(),
+                ));
+            }
+            crate::OnMessage::Enqueue => false,
+            crate::OnMessage::Interrupt => true,
+        };
+        let before = state.last_seq();
+        let event = Event::new(
+            session_id,
+            before + 1,
+            EventKind::MessageQueued {
+                text: text.to_owned(),
+                interrupt,
+            },
+        );
+        state.apply(&event).map_err(ControlError::from)?;
+        match store
+            .append(Append::after(
+                &state,
+                std::slice::from_ref(&event),
+                Durability::Full,
+            ))
+            .await
+        {
+            Ok(()) => {
+                publish_to_trace(store, session_id, before).await?;
+                return Ok(interrupt);
+            }
+            Err(StoreError::Conflict { .. }) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Err(StoreError::Backend(format!(
+        "the log of session `{session_id}` kept moving; the message was not recorded"
+    ))
+    .into())
+}
+
+/// Sends `text` to a stored session over the work queue (`POST
+/// /v1/sessions/{id}/messages`): a session whose turn ended gets its next turn
+/// queued for a worker ([`queue_message`]); a running one gets the message as
+/// its policy says ([`message_running`]).
+pub async fn send_message(
+    store: &dyn Store,
+    session_id: &str,
+    text: &str,
+) -> Result<MessageSent, DecisionError> {
+    let state = load(store, session_id).await?;
+    if is_running(&state) {
+        let interrupt = message_running(store, session_id, text).await?;
+        Ok(MessageSent::Delivering {
+            turn: state.turn(),
+            interrupt,
+        })
+    } else {
+        let turn = queue_message(store, session_id, text).await?;
+        Ok(MessageSent::TurnQueued { turn })
+    }
+}
+
 /// Records `text` as the follow-up message that opens the next turn of
 /// `session_id` and queues the session for a worker to run that turn (`POST
 /// /v1/sessions/{id}/messages`); returns the turn. The session must have ended

@@ -23,7 +23,7 @@ mod worker;
 
 pub use config::{
     CONFIG_VERSION, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_TOOL_RETRIES, DEFAULT_TOOL_TIMEOUT,
-    RunOptions, SessionConfig,
+    OnMessage, RunOptions, SessionConfig,
 };
 pub use error::ConfigError;
 pub use model::{

@@ -641,6 +641,10 @@
       case "queued":
       case "paused":
         return [what(kind.reason)];
+      case "message_queued":
+        return [what(kind.interrupt ? "a message while it ran (interrupts the model call in flight):" : "a message while it ran:"), longText(kind.text)];
+      case "messages_delivered":
+        return [what(`${kind.count} message(s) put in the history the next decision sees`)];
       case "pause_requested":
         return [what(`pause requested by ${kind.by}; it pauses after its current step`)];
       case "forked":

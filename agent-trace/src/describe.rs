@@ -121,6 +121,11 @@ pub fn describe(kind: &EventKind) -> String {
         EventKind::UserMessage { text, turn, .. } => format!("turn {turn}: {text}"),
         EventKind::PauseRequested { by } => format!("pause requested by {by}"),
         EventKind::Paused { reason } => format!("paused: {reason}"),
+        EventKind::MessageQueued { text, interrupt } => format!(
+            "message while running{}: {text}",
+            if *interrupt { " (interrupts)" } else { "" }
+        ),
+        EventKind::MessagesDelivered { count } => format!("{count} message(s) put in the history"),
         EventKind::Resumed { reason } => format!("resumed: {reason}"),
         EventKind::Queued { reason } => format!("queued: {reason}"),
         EventKind::Forked { parent, at } => format!("copy of {parent} up to seq {at}"),

@@ -214,6 +214,10 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
             json!({"turn": turn, "input_summary": mode.render(text)}),
         )],
         EventKind::Paused { reason } => vec![line("run_paused", json!({"reason": reason}))],
+        EventKind::MessageQueued { text, interrupt } => vec![line(
+            "user_message",
+            json!({"input_summary": mode.render(text), "while_running": true, "interrupt": interrupt}),
+        )],
         EventKind::Resumed { reason } => vec![line("run_resumed", json!({"reason": reason}))],
         EventKind::Cancelled { reason } => vec![line(
             "run_finished",
@@ -221,6 +225,7 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
         )],
         EventKind::ModelRequested { .. }
         | EventKind::PauseRequested { .. }
+        | EventKind::MessagesDelivered { .. }
         | EventKind::ActionDispatched { .. }
         | EventKind::Forked { .. }
         | EventKind::Queued { .. }

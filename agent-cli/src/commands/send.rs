@@ -1,10 +1,14 @@
 //! `agent send ID MESSAGE`: add a follow-up message to a session whose last
 //! turn ended and run the next turn with the whole history, printing its
 //! RunResult as `agent run` does. Flags given here (another model, tools,
-//! budgets) are recorded with the message and hold from this turn on.
+//! budgets) are recorded with the message and hold from this turn on. To a
+//! session that runs, the message goes as its `--on-message` policy says and
+//! the command returns at once.
 
 use agent::SessionState;
+use agent_runtime::control::{is_running, message_running};
 use agent_runtime::{RunOptions, Session, SessionConfig};
+use serde_json::json;
 
 use crate::cli::SendArgs;
 use crate::commands::resume::recorded_config;
@@ -12,6 +16,7 @@ use crate::commands::run::{current_dir, sinks};
 use crate::console::report;
 use crate::error::{CliError, inconsistent};
 use crate::interrupt::{StopSignals, report_stop};
+use crate::output::{print, print_json};
 use crate::store;
 
 /// Runs the next turn; returns the exit code of its RunResult.
@@ -19,6 +24,9 @@ pub async fn send(args: SendArgs) -> Result<u8, CliError> {
     let store = store::open_for(&args.flags.store.store, &args.session_id).await?;
     let events = store.load(&args.session_id).await?;
     let state = SessionState::from_events(&args.session_id, &events).map_err(inconsistent)?;
+    if is_running(&state) {
+        return to_running(&args, store.as_ref()).await;
+    }
     let recorded = recorded_config(&args.session_id, &events, &state)?;
     let options = args.flags.options();
     let mut config = SessionConfig::resolve(&options, Some(&recorded), &current_dir()?)?;
@@ -39,4 +47,34 @@ pub async fn send(args: SendArgs) -> Result<u8, CliError> {
         Ok(outcome) => report(&outcome?, args.flags.json),
         Err(stop) => Ok(report_stop(stop, store.as_ref(), &args.session_id).await),
     }
+}
+
+/// Adds the message to a running session as its policy says; prints what was
+/// done and returns at once (the process driving the session answers it).
+async fn to_running(args: &SendArgs, store: &dyn agent::Store) -> Result<u8, CliError> {
+    if args.flags.options() != RunOptions::default() {
+        return Err(CliError::Usage(format!(
+            "session `{}` is running; a message to it takes no run flags (only --store and --json)",
+            args.session_id
+        )));
+    }
+    let interrupt = message_running(store, &args.session_id, &args.message).await?;
+    if args.flags.json {
+        print_json(&json!({
+            "session_id": args.session_id,
+            "status": "running",
+            "message": if interrupt { "interrupting" } else { "queued" },
+        }))?;
+    } else {
+        print(&format!(
+            "session {} is running; the message {}",
+            args.session_id,
+            if interrupt {
+                "interrupts its model call in flight and is answered next"
+            } else {
+                "is seen at its next model call"
+            }
+        ))?;
+    }
+    Ok(0)
 }

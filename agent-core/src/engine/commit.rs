@@ -50,15 +50,17 @@ impl Driver<'_> {
     }
 
     /// Commits queued events, then publishes them to the sinks. Returns `false`
-    /// when another writer got there first: the state was reloaded from the log and
-    /// the caller must abandon what it was doing.
+    /// when another writer got there first: the state was reloaded from the log
+    /// (or a finish withdrawn for a message the model has not seen) and the
+    /// caller must abandon what it was doing.
     pub(super) async fn flush(&mut self, durability: Durability) -> Result<bool, EngineError> {
         let Some(first) = self.unflushed.first() else {
             return Ok(true);
         };
         let mut expected = first.seq - 1;
         let mut rebased = Vec::new();
-        loop {
+        let mut finish_withdrawn = false;
+        while !self.unflushed.is_empty() {
             // Announced before the append, so the lease keeper never mistakes our
             // own commit for a write by someone else.
             self.signal().committed_up_to(self.state.last_seq());
@@ -72,9 +74,10 @@ impl Driver<'_> {
                 Err(StoreError::Conflict { .. }) => {
                     self.signal().committed_up_to(expected);
                     match self.rebase(expected).await? {
-                        Some(foreign) => {
+                        Some((foreign, withdrawn)) => {
                             expected += foreign.len() as u64;
                             rebased.extend(foreign);
+                            finish_withdrawn |= withdrawn;
                         }
                         None => {
                             self.reload().await?;
@@ -98,7 +101,7 @@ impl Driver<'_> {
                 sink.publish(event, step)?;
             }
         }
-        Ok(true)
+        Ok(!finish_withdrawn)
     }
 
     /// Saves a snapshot when the commit that followed seq `before` crossed a
@@ -125,7 +128,10 @@ impl Driver<'_> {
     /// added since then leaves this driver's work valid ([`commutes`]), folds
     /// the log again with them, places the uncommitted events after them and
     /// returns them; `None` when any of them does not (the caller reloads).
-    async fn rebase(&mut self, expected: u64) -> Result<Option<Vec<Event>>, EngineError> {
+    /// A finish among the uncommitted events is withdrawn (with what follows
+    /// it) when a message came that the model has not seen, so the message is
+    /// answered; the flag says so.
+    async fn rebase(&mut self, expected: u64) -> Result<Option<(Vec<Event>, bool)>, EngineError> {
         let session_id = self.state.session_id().to_owned();
         let foreign = self.engine.store.load_after(&session_id, expected).await?;
         if foreign.is_empty() || !foreign.iter().all(|event| commutes(&event.kind)) {
@@ -135,8 +141,16 @@ impl Driver<'_> {
         if state.last_seq() != expected + foreign.len() as u64 {
             return Ok(None);
         }
+        let message = foreign
+            .iter()
+            .any(|event| matches!(event.kind, EventKind::MessageQueued { .. }));
         let mut placed = Vec::with_capacity(self.unflushed.len());
+        let mut withdrawn = false;
         for event in &self.unflushed {
+            if message && matches!(event.kind, EventKind::Finished { .. }) {
+                withdrawn = true;
+                break;
+            }
             let event = Event {
                 seq: state.last_seq() + 1,
                 ..event.clone()
@@ -147,8 +161,9 @@ impl Driver<'_> {
             placed.push(event);
         }
         self.state = state;
+        self.unflushed_steps.truncate(placed.len());
         self.unflushed = placed;
-        Ok(Some(foreign))
+        Ok(Some((foreign, withdrawn)))
     }
 
     /// Drops uncommitted events and folds the log again, after a write by another
@@ -183,9 +198,13 @@ impl Driver<'_> {
 
 /// Whether an event another process appended while a driver works leaves
 /// that work valid, so the driver's events may simply follow it: a pause
-/// request, which the driver honours at its next step boundary.
+/// request or a queued message, which change no status and which the driver
+/// acts on at its next step boundary.
 pub(super) fn commutes(kind: &EventKind) -> bool {
-    matches!(kind, EventKind::PauseRequested { .. })
+    matches!(
+        kind,
+        EventKind::PauseRequested { .. } | EventKind::MessageQueued { .. }
+    )
 }
 
 /// Says on the `tracing` log what an event records: retries and breaker

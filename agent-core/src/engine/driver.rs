@@ -203,6 +203,13 @@ impl<'e> Driver<'e> {
                 })?;
                 continue;
             }
+            let pending = self.state.pending_messages().len();
+            if pending > 0 && self.state.status().is_step_boundary() {
+                self.record(EventKind::MessagesDelivered {
+                    count: u32::try_from(pending).unwrap_or(u32::MAX),
+                })?;
+                continue;
+            }
             let decision = match self.engine.strategy.next(&self.state) {
                 Ok(decision) => decision,
                 Err(err) => {
@@ -218,6 +225,14 @@ impl<'e> Driver<'e> {
         match decision {
             Decision::CallModel(call) => self.call_model(call).await,
             Decision::Dispatch(calls) => self.dispatch(calls).await,
+            Decision::Finish { .. }
+                if !self.state.pending_messages().is_empty()
+                    && self.state.proposed_finish().is_some() =>
+            {
+                self.record(EventKind::ResponseRefused {
+                    reason: UNANSWERED_MESSAGE.into(),
+                })
+            }
             Decision::Finish { answer } => {
                 if self.guarded(Checkpoint::Finish(&answer)).await? {
                     let output = self
@@ -296,6 +311,11 @@ impl<'e> Driver<'e> {
         }
     }
 }
+
+/// The feedback on a finish proposed while a message waits that the model has
+/// not seen; the message follows it in the history.
+const UNANSWERED_MESSAGE: &str =
+    "A new message arrived while you were answering; read it below and answer it as well.";
 
 /// The event that ends a run with `internal_error`.
 pub(super) fn internal_failure(error: impl Into<String>) -> EventKind {

@@ -25,6 +25,9 @@ pub(super) struct LeaseSignal {
     pub(super) committed: AtomicU64,
     /// Set when another owner took the lease.
     pub(super) lost: AtomicBool,
+    /// Woken when a message that interrupts arrived: a model call in flight
+    /// is abandoned for it (nothing else is).
+    pub(super) interrupt: Notify,
 }
 
 impl LeaseSignal {
@@ -99,23 +102,46 @@ impl Drop for Lease {
     }
 }
 
-/// Whether every event after `committed` leaves the driver's work valid (a
-/// pause request), so the driver need not be woken: its next commit places its
-/// events after them. A log that cannot be read counts as a write that wakes.
-async fn only_commuting(store: &dyn EventStore, session_id: &str, committed: u64) -> bool {
-    match store.load_after(session_id, committed).await {
-        Ok(events) => {
-            !events.is_empty()
-                && events
-                    .iter()
-                    .all(|event| super::commit::commutes(&event.kind))
-        }
-        Err(_) => false,
+/// What others wrote after the driver's last commit.
+enum Foreign {
+    /// Only events that leave the driver's work valid (a pause request, a
+    /// queued message): its next commit places its events after them.
+    Commuting,
+    /// Such events, one of them a message that abandons a model call in flight.
+    Interrupting,
+    /// Anything else (a cancel, a decision, another writer), or a log that
+    /// cannot be read: the driver reloads.
+    Other,
+}
+
+async fn foreign_writes(store: &dyn EventStore, session_id: &str, committed: u64) -> Foreign {
+    let Ok(events) = store.load_after(session_id, committed).await else {
+        return Foreign::Other;
+    };
+    let interrupts = |event: &crate::event::Event| {
+        matches!(
+            event.kind,
+            crate::event::EventKind::MessageQueued {
+                interrupt: true,
+                ..
+            }
+        )
+    };
+    if events.is_empty()
+        || !events
+            .iter()
+            .all(|event| super::commit::commutes(&event.kind))
+    {
+        Foreign::Other
+    } else if events.iter().any(interrupts) {
+        Foreign::Interrupting
+    } else {
+        Foreign::Commuting
     }
 }
 
 /// Renews the lease every `period`, waking the driver when the log holds events it
-/// did not write (other than a pause request) or the lease was lost. A failed
+/// did not write (other than a pause request or a queued message) or the lease was lost. A failed
 /// renewal is retried next period.
 async fn renew(
     store: Arc<dyn EventStore>,
@@ -130,10 +156,12 @@ async fn renew(
         match store.renew_lease(&session_id, &owner, ttl).await {
             Ok(last_seq) => {
                 let committed = signal.last_committed();
-                if last_seq > committed
-                    && !only_commuting(store.as_ref(), &session_id, committed).await
-                {
-                    signal.wake.notify_one();
+                if last_seq > committed {
+                    match foreign_writes(store.as_ref(), &session_id, committed).await {
+                        Foreign::Commuting => {}
+                        Foreign::Interrupting => signal.interrupt.notify_waiters(),
+                        Foreign::Other => signal.wake.notify_one(),
+                    }
                 }
             }
             Err(StoreError::LeaseLost(_)) => {

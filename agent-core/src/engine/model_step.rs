@@ -27,9 +27,10 @@ impl Driver<'_> {
         if !self.guarded(Checkpoint::ModelCall).await? || !self.flush(Durability::Full).await? {
             return Ok(());
         }
-        if self.state.pause_requested() {
-            // The commit placed this step's results after a pause request: the
-            // step is over, so the driver pauses before asking for the next.
+        if self.state.pause_requested() || !self.state.pending_messages().is_empty() {
+            // The commit placed this step's results after a pause request or a
+            // message: the step is over, so the driver pauses or delivers the
+            // message before asking for the next.
             return Ok(());
         }
         let engine = self.engine;
@@ -99,16 +100,33 @@ impl Driver<'_> {
             let input = serde_json::json!({"task": &request.task, "history": &*request.history});
             span.record("gen_ai.input.messages", input.to_string());
         }
+        let interrupt = self.signal().interrupt.notified();
+        let answer = engine
+            .model
+            .complete(&request, &ctx)
+            .instrument(span.clone());
         let outcome = self
             .bounds
-            .wait(
-                engine
-                    .model
-                    .complete(&request, &ctx)
-                    .instrument(span.clone()),
-            )
+            .wait(async {
+                tokio::select! {
+                    biased;
+                    answer = answer => Some(answer),
+                    () = interrupt => None,
+                }
+            })
             .await;
         ctx.cancel.cancel();
+        let outcome = match outcome {
+            Bounded::Done(Some(answer)) => Bounded::Done(answer),
+            Bounded::Done(None) => {
+                // A message that interrupts arrived: this call is abandoned
+                // and the model asked again with the message.
+                self.reload().await?;
+                return Ok(());
+            }
+            Bounded::TimedOut => Bounded::TimedOut,
+            Bounded::Interrupted => Bounded::Interrupted,
+        };
         record_chat(&span, &outcome, engine.record_content);
         let Some(outcome) = self.settle(outcome).await? else {
             return Ok(());

@@ -149,6 +149,9 @@ pub struct SessionState {
     /// The status a paused session continues in when it is resumed.
     #[serde(default)]
     paused_from: Option<Status>,
+    /// Messages added while the session ran, not yet in the history.
+    #[serde(default)]
+    pending_messages: Vec<String>,
 }
 
 impl SessionState {
@@ -186,6 +189,7 @@ impl SessionState {
             turn_start: TurnStart::default(),
             pause_requested: false,
             paused_from: None,
+            pending_messages: Vec::new(),
         }
     }
 
@@ -216,7 +220,14 @@ impl SessionState {
             });
         }
         self.transition(&event.kind)?;
-        self.queued = matches!(event.kind, EventKind::Queued { .. });
+        // A pause request or a message does not take a session out of the
+        // work queue.
+        self.queued = matches!(event.kind, EventKind::Queued { .. })
+            || (self.queued
+                && matches!(
+                    event.kind,
+                    EventKind::PauseRequested { .. } | EventKind::MessageQueued { .. }
+                ));
         self.submitted |= self.queued;
         self.last_seq = event.seq;
         if event.seq == 1 {
@@ -424,6 +435,12 @@ impl SessionState {
             output: None,
             turn: self.turn(),
         })
+    }
+
+    /// Messages added while the session ran that the history does not hold
+    /// yet, in the order they came.
+    pub fn pending_messages(&self) -> &[String] {
+        &self.pending_messages
     }
 
     /// Whether someone asked the session to pause and it has not paused yet.

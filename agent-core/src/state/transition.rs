@@ -269,6 +269,20 @@ impl SessionState {
                     self.config = config.clone();
                 }
             }
+            EventKind::MessageQueued { text, .. } => {
+                require(self.pausable())?;
+                self.pending_messages.push(text.clone());
+            }
+            EventKind::MessagesDelivered { count } => {
+                require(
+                    self.status.is_step_boundary()
+                        && *count > 0
+                        && *count as usize == self.pending_messages.len(),
+                )?;
+                for text in std::mem::take(&mut self.pending_messages) {
+                    self.push_history(HistoryItem::UserMessage { text }, seq);
+                }
+            }
             EventKind::PauseRequested { .. } => {
                 self.require_open(illegal)?;
                 require(self.pausable())?;

@@ -114,8 +114,9 @@ impl SessionState {
     }
 
     /// Opens the next turn with `text`: calls the last turn left unrun get an
-    /// error observation, the previous answer and the message enter the
-    /// history, and the turn's budgets start from what was spent so far.
+    /// error observation, the previous answer, messages that came while the
+    /// last turn ran and were not delivered, and the message enter the history,
+    /// and the turn's budgets start from what was spent so far.
     pub(super) fn open_turn(&mut self, text: &str, seq: u64) {
         let previous = self.run_result();
         let ended_as = previous
@@ -132,6 +133,9 @@ impl SessionState {
         }
         if let Some(answer) = previous.and_then(|result| result.answer) {
             self.push_history(HistoryItem::AssistantText { text: answer }, seq);
+        }
+        for text in std::mem::take(&mut self.pending_messages) {
+            self.push_history(HistoryItem::UserMessage { text }, seq);
         }
         self.push_history(
             HistoryItem::UserMessage {

@@ -1,6 +1,7 @@
-//! Follow-up messages: `POST /v1/sessions/{id}/messages` opens the next turn of
-//! a session whose last turn ended and queues it for a worker, as `agent send`
-//! runs it in the foreground.
+//! Messages: `POST /v1/sessions/{id}/messages` opens the next turn of a
+//! session whose last turn ended and queues it for a worker, as `agent send`
+//! runs it in the foreground; to a running session it adds the message as the
+//! session's `on_message` policy says.
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -9,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use agent_core::PublicStatus;
-use agent_runtime::control::queue_message;
+use agent_runtime::control::{MessageSent, send_message};
 
 use super::JsonBody;
 use crate::error::{ApiError, ErrorBody};
@@ -28,9 +29,11 @@ pub struct Message {
 pub struct TurnOpened {
     /// The session.
     pub session_id: String,
-    /// The turn the message opened: 2 for the first follow-up.
+    /// The turn the message opened (2 for the first follow-up), or the turn
+    /// that runs and gets it.
     pub turn: u32,
-    /// `queued`: a worker runs the turn; follow it on the session's event stream.
+    /// `queued`: a worker runs the new turn; `running`: the session's driver
+    /// delivers the message at its next step. Follow it on the event stream.
     #[schema(value_type = String)]
     pub status: PublicStatus,
 }
@@ -47,7 +50,7 @@ pub struct TurnOpened {
         (status = 202, body = TurnOpened, description = "Recorded; a worker runs the turn"),
         (status = 400, body = ErrorBody, description = "The message is empty"),
         (status = 404, body = ErrorBody, description = "No session has this id"),
-        (status = 409, body = ErrorBody, description = "The session cannot take a message now (it runs, waits for a decision, was cancelled) or its strategy takes none")
+        (status = 409, body = ErrorBody, description = "The session cannot take a message now: it runs and its policy is `reject`, it waits for a decision, was cancelled, or its strategy takes none")
     )
 )]
 pub async fn send(
@@ -60,13 +63,16 @@ pub async fn send(
             "`text` is empty; send what the person says next",
         ));
     }
-    let turn = queue_message(state.store.as_ref(), &id, &body.text).await?;
+    let (turn, status) = match send_message(state.store.as_ref(), &id, &body.text).await? {
+        MessageSent::TurnQueued { turn } => (turn, PublicStatus::Queued),
+        MessageSent::Delivering { turn, .. } => (turn, PublicStatus::Running),
+    };
     Ok((
         StatusCode::ACCEPTED,
         Json(TurnOpened {
             session_id: id,
             turn,
-            status: PublicStatus::Queued,
+            status,
         }),
     ))
 }

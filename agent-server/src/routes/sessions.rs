@@ -90,6 +90,9 @@ pub struct CreateSession {
     /// Whether the budgets count over the whole session instead of per
     /// conversation turn (default: per turn).
     pub session_budget: Option<bool>,
+    /// What a message sent while it runs does: `enqueue` (default),
+    /// `interrupt` or `reject`.
+    pub on_message: Option<String>,
     /// CPU threads of a local model (default 2).
     pub threads: Option<u32>,
     /// Sampling temperature of a local model, 0 to 2 (default 0).
@@ -132,6 +135,7 @@ impl CreateSession {
             reflect_every: self.reflect_every,
             output_schema: self.output_schema,
             session_budget: self.session_budget,
+            on_message: self.on_message,
             threads: self.threads,
             temperature: self.temperature,
             trace: self.trace,

@@ -257,12 +257,11 @@ async fn a_message_to_a_running_session_is_queued_and_delivered_after_its_step()
         .unwrap();
     assert!(queued < completed && completed < delivered, "{names:?}");
     let lines = trace_lines(&scratch.path("slow.jsonl"));
-    assert!(
-        lines
-            .iter()
-            .any(|line| line["event_type"] == "user_message" && line["while_running"] == true),
-        "{lines:?}"
-    );
+    let messages = lines
+        .iter()
+        .filter(|line| line["event_type"] == "user_message" && line["while_running"] == true)
+        .count();
+    assert_eq!(messages, 1, "one trace line per message: {lines:?}");
 }
 
 #[tokio::test]

@@ -216,13 +216,13 @@ pub fn is_running(state: &SessionState) -> bool {
 /// Adds `text` to a running session as its recorded `--on-message` policy
 /// says: `enqueue` and `interrupt` record a `message_queued` event its driver
 /// delivers at its next step boundary; `reject` refuses. Returns whether the
-/// message interrupts. A session that does not run is refused here; its next
-/// turn is [`queue_message`] or `Engine::send`.
+/// message interrupts, or `None` (nothing written) when the session does not
+/// run (any more): its next turn is [`queue_message`] or `Engine::send`.
 pub async fn message_running(
     store: &dyn Store,
     session_id: &str,
     text: &str,
-) -> Result<bool, DecisionError> {
+) -> Result<Option<bool>, DecisionError> {
     let refused = |reason: String| DecisionError::FollowUpRefused {
         session_id: session_id.to_owned(),
         reason,
@@ -233,10 +233,7 @@ pub async fn message_running(
     for _ in 0..QUEUE_TRIES {
         let mut state = load(store, session_id).await?;
         if !is_running(&state) {
-            return Err(refused(format!(
-                "it is {}, not running",
-                state.public_status()
-            )));
+            return Ok(None);
         }
         let config = SessionConfig::recorded(state.config())?;
         if config.strategy != "react" {
@@ -254,10 +251,9 @@ pub async fn message_running(
             crate::OnMessage::Enqueue => false,
             crate::OnMessage::Interrupt => true,
         };
-        let before = state.last_seq();
         let event = Event::new(
             session_id,
-            before + 1,
+            state.last_seq() + 1,
             EventKind::MessageQueued {
                 text: text.to_owned(),
                 interrupt,
@@ -272,10 +268,9 @@ pub async fn message_running(
             ))
             .await
         {
-            Ok(()) => {
-                publish_to_trace(store, session_id, before).await?;
-                return Ok(interrupt);
-            }
+            // The driver publishes the message to the session's trace when
+            // its next commit is placed after it.
+            Ok(()) => return Ok(Some(interrupt)),
             Err(StoreError::Conflict { .. }) => {}
             Err(err) => return Err(err.into()),
         }
@@ -296,16 +291,16 @@ pub async fn send_message(
     text: &str,
 ) -> Result<MessageSent, DecisionError> {
     let state = load(store, session_id).await?;
-    if is_running(&state) {
-        let interrupt = message_running(store, session_id, text).await?;
-        Ok(MessageSent::Delivering {
+    if is_running(&state)
+        && let Some(interrupt) = message_running(store, session_id, text).await?
+    {
+        return Ok(MessageSent::Delivering {
             turn: state.turn(),
             interrupt,
-        })
-    } else {
-        let turn = queue_message(store, session_id, text).await?;
-        Ok(MessageSent::TurnQueued { turn })
+        });
     }
+    let turn = queue_message(store, session_id, text).await?;
+    Ok(MessageSent::TurnQueued { turn })
 }
 
 /// Records `text` as the follow-up message that opens the next turn of

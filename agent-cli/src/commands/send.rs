@@ -23,9 +23,14 @@ use crate::store;
 pub async fn send(args: SendArgs) -> Result<u8, CliError> {
     let store = store::open_for(&args.flags.store.store, &args.session_id).await?;
     let events = store.load(&args.session_id).await?;
-    let state = SessionState::from_events(&args.session_id, &events).map_err(inconsistent)?;
+    let mut state = SessionState::from_events(&args.session_id, &events).map_err(inconsistent)?;
     if is_running(&state) {
-        return to_running(&args, store.as_ref()).await;
+        if let Some(code) = to_running(&args, store.as_ref()).await? {
+            return Ok(code);
+        }
+        // Its turn ended meanwhile: the message opens the next one.
+        let events = store.load(&args.session_id).await?;
+        state = SessionState::from_events(&args.session_id, &events).map_err(inconsistent)?;
     }
     let recorded = recorded_config(&args.session_id, &events, &state)?;
     let options = args.flags.options();
@@ -50,15 +55,19 @@ pub async fn send(args: SendArgs) -> Result<u8, CliError> {
 }
 
 /// Adds the message to a running session as its policy says; prints what was
-/// done and returns at once (the process driving the session answers it).
-async fn to_running(args: &SendArgs, store: &dyn agent::Store) -> Result<u8, CliError> {
+/// done and returns its exit code at once (the process driving the session
+/// answers it), or `None` when the session stopped running before the message
+/// was recorded.
+async fn to_running(args: &SendArgs, store: &dyn agent::Store) -> Result<Option<u8>, CliError> {
     if args.flags.options() != RunOptions::default() {
         return Err(CliError::Usage(format!(
             "session `{}` is running; a message to it takes no run flags (only --store and --json)",
             args.session_id
         )));
     }
-    let interrupt = message_running(store, &args.session_id, &args.message).await?;
+    let Some(interrupt) = message_running(store, &args.session_id, &args.message).await? else {
+        return Ok(None);
+    };
     if args.flags.json {
         print_json(&json!({
             "session_id": args.session_id,
@@ -76,5 +85,5 @@ async fn to_running(args: &SendArgs, store: &dyn agent::Store) -> Result<u8, Cli
             }
         ))?;
     }
-    Ok(0)
+    Ok(Some(0))
 }

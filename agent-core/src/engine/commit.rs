@@ -3,7 +3,8 @@
 //! only then are they published to the sinks. A conflicting append (another
 //! writer got there first) drops what was queued and folds the log again —
 //! unless what the other writer added leaves the driver's work valid (a pause
-//! request): then the queued events are placed after it and committed.
+//! request, a queued message): then the queued events are placed after it and
+//! committed.
 
 use super::driver::{Driver, internal_failure};
 use crate::call::Timed;

@@ -140,9 +140,10 @@ async fn foreign_writes(store: &dyn EventStore, session_id: &str, committed: u64
     }
 }
 
-/// Renews the lease every `period`, waking the driver when the log holds events it
-/// did not write (other than a pause request or a queued message) or the lease was lost. A failed
-/// renewal is retried next period.
+/// Renews the lease every `period`, waking the driver when the log holds events
+/// it did not write (other than a pause request or a queued message) or the
+/// lease was lost; a message that interrupts wakes a model call in flight. A
+/// failed renewal is retried next period.
 async fn renew(
     store: Arc<dyn EventStore>,
     session_id: String,

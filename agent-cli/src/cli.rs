@@ -469,6 +469,14 @@ pub struct RunFlags {
     /// No live status line on stderr (it is shown only on a terminal anyway).
     #[arg(long)]
     pub quiet: bool,
+    /// Ask the model for a streamed response and print its text as it is
+    /// written (the default when stdout is a terminal); with `--json` only the
+    /// requests stream and stdout still holds just the RunResult.
+    #[arg(long, conflicts_with = "no_stream")]
+    pub stream: bool,
+    /// Ask for whole responses; each step is printed when it is complete.
+    #[arg(long)]
+    pub no_stream: bool,
     /// Where sessions are stored.
     #[command(flatten)]
     pub store: StoreArgs,

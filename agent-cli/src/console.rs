@@ -5,16 +5,16 @@ use std::io;
 use std::sync::Arc;
 
 use agent::trace::describe;
-use agent::{Event, EventKind, EventSink, ExitReason, RunResult, SinkError};
+use agent::{Action, Event, EventKind, EventSink, ExitReason, RunResult, SinkError};
 
 use crate::error::CliError;
 use crate::output::{print_json, print_line};
-use crate::progress::Progress;
+use crate::screen::Screen;
 
-/// Prints committed events for a person, on stdout (around the status line, if any).
-#[derive(Default)]
+/// Prints committed events for a person, on stdout (around the status line,
+/// if any, and after text streamed on the same screen).
 pub struct Console {
-    progress: Option<Arc<Progress>>,
+    screen: Arc<Screen>,
 }
 
 impl EventSink for Console {
@@ -29,6 +29,10 @@ impl EventSink for Console {
             | EventKind::Finished { .. }
             | EventKind::Failed { .. }
             | EventKind::Forked { .. } => return Ok(()),
+            EventKind::ModelResponded { actions, .. } if matches!(actions.as_slice(), [Action::Finish(finish)] if self.screen.showed(step, &finish.answer)) =>
+            {
+                format!("step {step:<3} -> finish (its text is above)")
+            }
             kind @ EventKind::ModelResponded { .. } => {
                 format!("step {step:<3} -> {}", describe(kind))
             }
@@ -38,17 +42,15 @@ impl EventSink for Console {
             kind @ EventKind::ActionCompleted { .. } => format!("         <- {}", describe(kind)),
             kind => format!("         {}", describe(kind)),
         };
-        let printed = match &self.progress {
-            Some(progress) => progress.suspend(|| print_line(&text)),
-            None => print_line(&text),
-        };
-        printed.map_err(|err| SinkError(format!("cannot write to stdout: {err}")))
+        self.screen
+            .line(&text)
+            .map_err(|err| SinkError(format!("cannot write to stdout: {err}")))
     }
 }
 
-/// The console sink, unless output is JSON, printing around `progress`'s line.
-pub fn console(json: bool, progress: Option<Arc<Progress>>) -> Option<Arc<dyn EventSink>> {
-    (!json).then(|| Arc::new(Console { progress }) as Arc<dyn EventSink>)
+/// The console sink, printing on `screen`.
+pub fn console(screen: Arc<Screen>) -> Arc<dyn EventSink> {
+    Arc::new(Console { screen })
 }
 
 /// Prints a RunResult (one JSON value with `--json`, a readable summary without)

@@ -9,6 +9,7 @@ mod error;
 mod interrupt;
 mod output;
 mod progress;
+mod screen;
 mod store;
 
 use std::process::ExitCode;

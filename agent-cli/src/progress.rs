@@ -3,7 +3,8 @@
 //! elapsed time), tokens so far and the run's elapsed time — on stderr, only when
 //! stderr is a terminal and neither `--json` nor `--quiet` is given.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -39,6 +40,8 @@ impl Status {
 pub struct Progress {
     bar: ProgressBar,
     status: Arc<Mutex<Status>>,
+    /// Whether the line is held off the screen while text streams.
+    held: AtomicBool,
 }
 
 impl Progress {
@@ -61,12 +64,38 @@ impl Progress {
         let bar =
             ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()).with_style(style);
         bar.enable_steady_tick(TICK);
-        Some(Arc::new(Self { bar, status }))
+        Some(Arc::new(Self {
+            bar,
+            status,
+            held: AtomicBool::new(false),
+        }))
     }
 
     /// Runs `print` with the line cleared, then draws it again.
     pub fn suspend<R>(&self, print: impl FnOnce() -> R) -> R {
         self.bar.suspend(print)
+    }
+
+    /// Takes the line off the screen until [`release`](Self::release), so text
+    /// streamed on the same terminal is not overdrawn by it.
+    pub fn hold(&self) {
+        if self.held.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.bar.disable_steady_tick();
+        self.bar.set_draw_target(ProgressDrawTarget::hidden());
+        // The hidden target does not erase what the terminal target drew.
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(b"\r\x1b[2K").and_then(|()| err.flush());
+    }
+
+    /// Draws the line again after [`hold`](Self::hold).
+    pub fn release(&self) {
+        if !self.held.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        self.bar.set_draw_target(ProgressDrawTarget::stderr());
+        self.bar.enable_steady_tick(TICK);
     }
 
     /// Removes the line.

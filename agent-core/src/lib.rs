@@ -14,6 +14,7 @@ mod call;
 mod cancel;
 mod context;
 mod control;
+mod delta;
 mod engine;
 mod error;
 mod event;
@@ -50,6 +51,7 @@ pub use context::{
 pub use control::{
     ControlError, Fork, cancel_session, decide_approval, fork_session, pause_session,
 };
+pub use delta::{DeltaSink, IgnoreDeltas, ModelDelta};
 pub use engine::{
     DEFAULT_LEASE_RENEWAL, DEFAULT_LEASE_TTL, Drive, Engine, EngineBuilder, INTERRUPTED,
     is_repeated_call_answer,

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::cancel::Cancellation;
 use crate::context::TokenCounter;
+use crate::delta::{DeltaSink, ModelDelta};
 use crate::history::HistoryItem;
 use crate::layer::{IgnoreReports, LayerObserver};
 use crate::types::{Action, ToolSpec, Usage};
@@ -50,6 +51,9 @@ pub struct ModelContext {
     pub cancel: Cancellation,
     /// What the call is for: a step, or a summary a context policy asked for.
     pub purpose: CallPurpose,
+    /// Where a provider that can stream reports the text as it is generated;
+    /// `None`: nobody watches, so the call is not streamed.
+    pub deltas: Option<Arc<dyn DeltaSink>>,
 }
 
 /// What a model call is for. A positional model (scripted, replay) answers a
@@ -85,6 +89,26 @@ impl ModelContext {
             observer: Arc::new(IgnoreReports),
             cancel: Cancellation::new(),
             purpose: CallPurpose::Step,
+            deltas: None,
+        }
+    }
+
+    /// This context with `sink` watching the response's text.
+    pub fn with_deltas(mut self, sink: Arc<dyn DeltaSink>) -> Self {
+        self.deltas = Some(sink);
+        self
+    }
+
+    /// Whether someone watches this call's text, so a provider that can
+    /// stream should.
+    pub fn streams(&self) -> bool {
+        self.deltas.is_some()
+    }
+
+    /// Reports `delta` of this call's response to its sink, if any.
+    pub fn delta(&self, delta: ModelDelta) {
+        if let Some(sink) = &self.deltas {
+            sink.delta(&self.session_id, self.step, delta);
         }
     }
 }
@@ -95,6 +119,7 @@ impl std::fmt::Debug for ModelContext {
             .field("session_id", &self.session_id)
             .field("step", &self.step)
             .field("purpose", &self.purpose)
+            .field("streams", &self.streams())
             .field("cancelled", &self.cancel.is_cancelled())
             .finish()
     }

@@ -10,6 +10,7 @@ use agent_core::{
 use reqwest::header::HeaderName;
 use serde_json::{Value, json};
 
+use crate::anthropic_stream::MessagesFold;
 use crate::chat::{HttpChatModel, WireFormat, count};
 
 /// Base URL when neither the spec nor `ANTHROPIC_BASE_URL` gives one.
@@ -47,6 +48,8 @@ impl WireFormat for Messages {
         let strict = strict_json::from_str(text).ok();
         parse_messages_response(body, strict.as_ref())
     }
+
+    type Fold = MessagesFold;
 }
 
 /// The tool a Messages request offers for the final answer when the session

@@ -12,14 +12,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_core::{
-    Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse, RetryNotice,
-    TokenCounter,
+    Model, ModelContext, ModelDelta, ModelError, ModelIdentity, ModelRequest, ModelResponse,
+    RetryNotice, TokenCounter,
 };
 use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::http::{HttpClient, ProviderConfig};
+use crate::http::{HttpClient, ProviderConfig, StreamFold};
 use crate::json_text::{actions_from_text, text_request};
 
 /// How one provider's chat API is spoken.
@@ -49,6 +49,18 @@ pub trait WireFormat: Send + Sync + 'static {
 
     /// Our actions from a response (`text` is the body as received).
     fn parse(body: &Value, text: &str) -> Result<ModelResponse, ModelError>;
+
+    /// How this format's streamed response is folded into the body
+    /// [`parse`](Self::parse) reads, so a streamed and a whole response of the
+    /// same content give the same actions.
+    type Fold: StreamFold + Default;
+
+    /// Turns `body` into the request for a streamed response.
+    fn ask_to_stream(body: &mut Value) {
+        if let Some(fields) = body.as_object_mut() {
+            fields.insert("stream".into(), Value::Bool(true));
+        }
+    }
 
     /// The tokenizer of `model`, where this provider's is known.
     fn token_counter(model: &str) -> Option<Arc<dyn TokenCounter>> {
@@ -100,11 +112,27 @@ impl<W: WireFormat> HttpChatModel<W> {
 
     /// One POST of `body`: the response JSON and its text. A server that rejects its
     /// own model's output answers invalid output (see `HttpClient::post_json`).
-    async fn post(&self, body: &Value) -> Result<(Value, String), ModelError> {
+    /// When someone watches the call's text, the response is asked for as a
+    /// stream and each piece of text reported as it arrives, after a
+    /// [`ModelDelta::Started`] that tells the watcher an attempt begins.
+    async fn post(&self, body: &Value, ctx: &ModelContext) -> Result<(Value, String), ModelError> {
         let key = self.config.api_key.as_deref();
         let headers = headers::<W>(key)?;
         let url = format!("{}{}", self.config.base_url, W::PATH);
-        self.http.post_json(&url, headers, body, key).await
+        if !ctx.streams() {
+            return self.http.post_json(&url, headers, body, key).await;
+        }
+        let mut body = body.clone();
+        W::ask_to_stream(&mut body);
+        ctx.delta(ModelDelta::Started);
+        let mut show = |text: &str| {
+            if !text.is_empty() {
+                ctx.delta(ModelDelta::Text(text.to_owned()));
+            }
+        };
+        self.http
+            .post_stream(&url, headers, &body, key, W::Fold::default(), &mut show)
+            .await
     }
 }
 
@@ -126,7 +154,7 @@ impl<W: WireFormat> Model for HttpChatModel<W> {
         ctx: &ModelContext,
     ) -> Result<ModelResponse, ModelError> {
         let body = W::body(&self.config.model, request);
-        match self.post(&body).await {
+        match self.post(&body, ctx).await {
             Err(ModelError::InvalidOutput { message, .. })
                 if W::TEXT_FALLBACK && !request.tools.is_empty() =>
             {
@@ -140,7 +168,13 @@ impl<W: WireFormat> Model for HttpChatModel<W> {
                     delay: Duration::ZERO,
                 });
                 let body = W::body(&self.config.model, &text_request(request));
-                let (response, text) = self.post(&body).await?;
+                // Its text is the JSON action format, not words for a person:
+                // not streamed.
+                let quiet = ModelContext {
+                    deltas: None,
+                    ..ctx.clone()
+                };
+                let (response, text) = self.post(&body, &quiet).await?;
                 actions_from_text(parse::<W>(&response, &text)?, ctx.step)
             }
             answer => {

@@ -8,6 +8,8 @@ use std::sync::Once;
 use std::time::{Duration, SystemTime};
 
 use agent_core::ModelError;
+use eventsource_stream::{EventStreamError, Eventsource};
+use futures_util::StreamExt;
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde_json::Value;
@@ -74,10 +76,66 @@ impl HttpClient {
         body: &Value,
         secret: Option<&str>,
     ) -> Result<(Value, String), ModelError> {
-        let redact = |text: String| match secret.filter(|secret| !secret.is_empty()) {
-            Some(secret) => text.replace(secret, "[redacted]"),
-            None => text,
+        let redact = redactor(secret);
+        let response = self.send(url, headers, body, &redact).await?;
+        self.whole_body(url, response, &redact).await
+    }
+
+    /// POSTs `body`, which asks for a streamed response, and folds the
+    /// server-sent events that come back with `fold`, handing each piece of
+    /// text to `show` as it arrives; returns the complete response as
+    /// [`post_json`](Self::post_json) would have. A stream that breaks or ends
+    /// before the response is complete is transient, like a body cut short, so
+    /// it is retried. A server that ignores the request to stream and answers
+    /// with one JSON body is read as such.
+    pub async fn post_stream<F: StreamFold>(
+        &self,
+        url: &str,
+        headers: HeaderMap,
+        body: &Value,
+        secret: Option<&str>,
+        mut fold: F,
+        show: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<(Value, String), ModelError> {
+        let redact = redactor(secret);
+        let response = self.send(url, headers, body, &redact).await?;
+        let is_stream = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.starts_with("text/event-stream"));
+        if !is_stream {
+            return self.whole_body(url, response, &redact).await;
+        }
+        let mut events = response.bytes_stream().eventsource();
+        let cut_short = |why: String| ModelError::Transient {
+            message: redact(format!("the event stream from {url} was cut short: {why}")),
+            retry_after: None,
         };
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|err| match err {
+                EventStreamError::Transport(err) => cut_short(source_chain(&err)),
+                other => ModelError::Fatal {
+                    message: redact(format!("the event stream from {url} is malformed: {other}")),
+                },
+            })?;
+            if fold.take(&event.event, &event.data, show)? {
+                return fold.finish();
+            }
+        }
+        Err(cut_short(
+            "it ended before the response was complete".into(),
+        ))
+    }
+
+    /// Sends the POST and turns a failure status into its typed error.
+    async fn send(
+        &self,
+        url: &str,
+        headers: HeaderMap,
+        body: &Value,
+        redact: &(dyn Fn(String) -> String + Sync),
+    ) -> Result<reqwest::Response, ModelError> {
         let response = self
             .client
             .post(url)
@@ -86,38 +144,52 @@ impl HttpClient {
             .body(body.to_string())
             .send()
             .await
-            .map_err(|err| self.transport_error(url, &err, &redact))?;
+            .map_err(|err| self.transport_error(url, &err, redact))?;
         let status = response.status();
         tracing::debug!(
             url = redact(url.to_owned()).as_str(),
             status = status.as_u16(),
             "provider answered"
         );
+        if status.is_success() {
+            return Ok(response);
+        }
         let retry_after = retry_after(response.headers());
         let text = response
             .text()
             .await
-            .map_err(|err| self.transport_error(url, &err, &redact))?;
-        if !status.is_success() {
-            let message = redact(format!("HTTP {status} from POST {url}: {}", excerpt(&text)));
-            if status.is_server_error() && rejects_its_models_output(&text) {
-                return Err(ModelError::InvalidOutput {
-                    message: format!(
-                        "the server could not parse its own model's tool call ({message})"
-                    ),
-                    raw: redact(excerpt(&text)),
-                    usage: agent_core::Usage::default(),
-                });
-            }
-            return Err(if is_transient(status) {
-                ModelError::Transient {
-                    message,
-                    retry_after,
-                }
-            } else {
-                ModelError::Fatal { message }
+            .map_err(|err| self.transport_error(url, &err, redact))?;
+        let message = redact(format!("HTTP {status} from POST {url}: {}", excerpt(&text)));
+        if status.is_server_error() && rejects_its_models_output(&text) {
+            return Err(ModelError::InvalidOutput {
+                message: format!(
+                    "the server could not parse its own model's tool call ({message})"
+                ),
+                raw: redact(excerpt(&text)),
+                usage: agent_core::Usage::default(),
             });
         }
+        Err(if is_transient(status) {
+            ModelError::Transient {
+                message,
+                retry_after,
+            }
+        } else {
+            ModelError::Fatal { message }
+        })
+    }
+
+    /// A successful response's body as JSON, and as text.
+    async fn whole_body(
+        &self,
+        url: &str,
+        response: reqwest::Response,
+        redact: &(dyn Fn(String) -> String + Sync),
+    ) -> Result<(Value, String), ModelError> {
+        let text = response
+            .text()
+            .await
+            .map_err(|err| self.transport_error(url, &err, redact))?;
         let json = serde_json::from_str(&text).map_err(|err| {
             if err.is_eof() {
                 ModelError::Transient {
@@ -140,7 +212,7 @@ impl HttpClient {
         &self,
         url: &str,
         err: &reqwest::Error,
-        redact: &dyn Fn(String) -> String,
+        redact: &(dyn Fn(String) -> String + Sync),
     ) -> ModelError {
         let what = if err.is_timeout() {
             format!(
@@ -161,6 +233,31 @@ impl HttpClient {
             message: redact(what),
             retry_after: None,
         }
+    }
+}
+
+/// Folds a provider's server-sent events into the response body its
+/// non-streaming API would have returned, so one parser reads both.
+pub trait StreamFold: Send {
+    /// Takes one event (`event` is its type, `message` when it names none);
+    /// hands each piece of text to `show`; returns whether the response is
+    /// complete. An event that reports a failure is its typed error.
+    fn take(
+        &mut self,
+        event: &str,
+        data: &str,
+        show: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<bool, ModelError>;
+
+    /// The complete response: its JSON and that JSON as text.
+    fn finish(self) -> Result<(Value, String), ModelError>;
+}
+
+/// A function removing `secret` from a message, if there is one.
+fn redactor(secret: Option<&str>) -> impl Fn(String) -> String + Sync + '_ {
+    move |text: String| match secret.filter(|secret| !secret.is_empty()) {
+        Some(secret) => text.replace(secret, "[redacted]"),
+        None => text,
     }
 }
 

@@ -7,7 +7,8 @@
 //! - `openai` (feature `openai`): [`OpenAi`], Chat Completions and compatible servers.
 //! - `anthropic` (feature `anthropic`): [`Anthropic`], the Messages API.
 //! - [`HttpChatModel`] (with either): the HTTP plumbing both share, generic over
-//!   a [`WireFormat`]. Retries, timeouts and breakers are layers
+//!   a [`WireFormat`]; when a call's text is watched it is streamed (SSE) and
+//!   folded back into the whole response. Retries, timeouts and breakers are layers
 //!   (`agent-layers`), the same ones tools use.
 //! - `scripted` (feature `scripted`): [`ScriptedModel`], answers written in advance.
 //! - `local` (feature `local`): [`LocalModel`], a GGUF model run in this process by
@@ -22,6 +23,8 @@ pub mod wire;
 
 #[cfg(feature = "anthropic")]
 mod anthropic;
+#[cfg(feature = "anthropic")]
+mod anthropic_stream;
 #[cfg(feature = "http")]
 mod chat;
 #[cfg(feature = "http")]
@@ -30,6 +33,8 @@ mod http;
 mod local;
 #[cfg(feature = "openai")]
 mod openai;
+#[cfg(feature = "openai")]
+mod openai_stream;
 #[cfg(feature = "replay")]
 mod replay;
 #[cfg(feature = "scripted")]
@@ -40,11 +45,13 @@ pub use anthropic::{
     ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_VERSION, Anthropic, Messages, OUTPUT_TOOL,
     messages_request, parse_messages_response,
 };
+#[cfg(feature = "anthropic")]
+pub use anthropic_stream::MessagesFold;
 #[cfg(feature = "http")]
 pub use chat::{HttpChatModel, WireFormat};
 pub use gguf::check_model_file;
 #[cfg(feature = "http")]
-pub use http::{DEFAULT_REQUEST_TIMEOUT, HttpClient, ProviderConfig, is_local};
+pub use http::{DEFAULT_REQUEST_TIMEOUT, HttpClient, ProviderConfig, StreamFold, is_local};
 pub use json_text::{JsonText, text_request};
 #[cfg(feature = "local")]
 pub use local::LocalModel;
@@ -52,6 +59,8 @@ pub use local::LocalModel;
 pub use openai::{
     ChatCompletions, OPENAI_DEFAULT_BASE_URL, OpenAi, Tiktoken, chat_request, parse_chat_response,
 };
+#[cfg(feature = "openai")]
+pub use openai_stream::ChatCompletionsFold;
 #[cfg(feature = "replay")]
 pub use replay::ReplayModel;
 #[cfg(feature = "scripted")]

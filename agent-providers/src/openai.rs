@@ -1,4 +1,4 @@
-//! The OpenAI Chat Completions adapter (non-streaming), which also drives any
+//! The OpenAI Chat Completions adapter, whole or streamed, which also drives any
 //! OpenAI-compatible server: llama.cpp's `llama-server`, vLLM, Ollama.
 //!
 //! History mapping: a turn's tool calls are one assistant message with
@@ -15,6 +15,7 @@ use reqwest::header::{AUTHORIZATION, HeaderName};
 use serde_json::{Map, Value, json};
 
 use crate::chat::{HttpChatModel, WireFormat, count};
+use crate::openai_stream::ChatCompletionsFold;
 
 /// Base URL when neither the spec nor `OPENAI_BASE_URL` gives one.
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -42,6 +43,15 @@ impl WireFormat for ChatCompletions {
 
     fn parse(body: &Value, _text: &str) -> Result<ModelResponse, ModelError> {
         parse_chat_response(body)
+    }
+
+    type Fold = ChatCompletionsFold;
+
+    fn ask_to_stream(body: &mut Value) {
+        if let Some(fields) = body.as_object_mut() {
+            fields.insert("stream".into(), json!(true));
+            fields.insert("stream_options".into(), json!({"include_usage": true}));
+        }
     }
 
     fn token_counter(model: &str) -> Option<Arc<dyn TokenCounter>> {

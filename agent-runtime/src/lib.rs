@@ -9,11 +9,14 @@
 //!   budgets, completion gate, trace file.
 //! - [`control`]: human decisions on stored sessions.
 //! - [`models`]: fetching and listing local GGUF model files.
+//! - [`DeltaHub`]: the text of responses being written, by session, for live
+//!   listeners in this process.
 //! - [`Worker`]: claims queued sessions and tool calls from a store and does
 //!   them, on as many processes and machines as the store reaches.
 
 mod config;
 pub mod control;
+mod deltas;
 mod error;
 mod model;
 pub mod models;
@@ -25,6 +28,7 @@ pub use config::{
     CONFIG_VERSION, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_TOOL_RETRIES, DEFAULT_TOOL_TIMEOUT,
     OnMessage, RunOptions, SessionConfig,
 };
+pub use deltas::{DeltaHub, SessionDelta};
 pub use error::ConfigError;
 pub use model::{
     LOCAL_MODELS_DIR, build as build_model, default_local_model, normalise as normalise_model,

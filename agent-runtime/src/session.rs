@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_core::{
-    Engine, EstimatedTokens, EventSink, EventStore, ExecutionStrategy, Tool, Toolbox, WorkQueue,
+    DeltaSink, Engine, EstimatedTokens, EventSink, EventStore, ExecutionStrategy, Tool, Toolbox,
+    WorkQueue,
 };
 use agent_strategies::{ApprovalPolicy, Hitl, PlanExecute, ReAct};
 use agent_tools::{CommandGate, DEFAULT_GATE_TIMEOUT};
@@ -27,6 +28,9 @@ pub struct SessionOptions {
     pub extra_tools: Vec<Arc<dyn Tool>>,
     /// The work queue, for `submit` and for drives that hand tool calls to workers.
     pub queue: Option<Arc<dyn WorkQueue>>,
+    /// Where each step's text goes while it is written; with one, models that
+    /// can stream do (see [`EngineBuilder::deltas`](agent_core::EngineBuilder::deltas)).
+    pub deltas: Option<Arc<dyn DeltaSink>>,
 }
 
 /// An engine built from a session configuration, and the MCP servers whose tools
@@ -111,6 +115,9 @@ impl Session {
         }
         if let Some(queue) = options.queue {
             builder = builder.queue(queue);
+        }
+        if let Some(deltas) = options.deltas {
+            builder = builder.deltas(deltas);
         }
         if let Some(context) = context {
             builder = builder.context(context);

@@ -54,6 +54,7 @@ pub async fn serve(
             .drain(options.drain)
             .shutdown(shutdown.clone())
             .log(Arc::clone(&options.log))
+            .deltas(Arc::new(state.deltas().clone()))
             .build();
         workers.spawn(async move {
             worker.run().await;

@@ -1,6 +1,7 @@
 //! What every handler shares: the store, the accepted tokens, the directory
 //! relative paths of new sessions are taken from, the log watchers of live
-//! streams and the signal that ends them.
+//! streams, the text being written by this process's workers, and the signal
+//! that ends streams.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agent_core::{Cancellation, Store};
+use agent_runtime::DeltaHub;
 
 use crate::auth::Tokens;
 use crate::tail::Tails;
@@ -22,6 +24,7 @@ pub struct ServerState {
     pub(crate) streams: Arc<AtomicU64>,
     pub(crate) shutdown: Cancellation,
     pub(crate) keep_alive: Duration,
+    pub(crate) deltas: DeltaHub,
 }
 
 impl ServerState {
@@ -38,6 +41,7 @@ impl ServerState {
             streams: Arc::default(),
             shutdown: Cancellation::new(),
             keep_alive: crate::routes::KEEP_ALIVE,
+            deltas: DeltaHub::new(),
         }
     }
 
@@ -59,6 +63,20 @@ impl ServerState {
     pub fn with_keep_alive(mut self, every: Duration) -> Self {
         self.keep_alive = every;
         self
+    }
+
+    /// Event streams carry, as `delta` events, the text that `hub`'s
+    /// reporters (this process's workers) see written (default: a hub of its
+    /// own, which [`serve`](crate::serve)'s workers report to).
+    pub fn with_deltas(mut self, hub: DeltaHub) -> Self {
+        self.deltas = hub;
+        self
+    }
+
+    /// The hub whose deltas event streams carry; give it to the workers of
+    /// this process ([`WorkerBuilder::deltas`](agent_runtime::WorkerBuilder::deltas)).
+    pub fn deltas(&self) -> &DeltaHub {
+        &self.deltas
     }
 
     /// Event streams open now.

@@ -714,6 +714,10 @@
       h("li", { class: "head", "aria-hidden": "true" }, h("span", {}, "seq"), h("span", {}, "time"), h("span", {}, "step"), h("span", {}, "event"), h("span", {}, "detail"), h("span", {}, "")),
     );
 
+    const writingText = h("pre", { class: "writing-text" });
+    const writingLabel = h("div", { class: "writing-label" });
+    const writing = h("section", { class: "writing", "aria-label": "The response being written", "aria-live": "polite", hidden: true }, writingLabel, writingText);
+
     main.append(
       h("p", {}, h("a", { href: "#/" }, "← All sessions")),
       h("div", { class: "session-head" }, title, statusBox, liveBox),
@@ -725,7 +729,20 @@
       pendingBox,
       h("h2", {}, "Timeline"),
       timeline,
+      writing,
     );
+
+    /** A `delta` message: the text of a step's response while it is written. */
+    function addDelta(delta) {
+      const stepText = String(delta.step);
+      if (writing.hidden || writing.dataset.step !== stepText || delta.restart) {
+        writing.dataset.step = stepText;
+        writingLabel.textContent = `step ${delta.step} · being written${delta.restart ? " (started over)" : ""}`;
+        writingText.textContent = "";
+        writing.hidden = false;
+      }
+      writingText.textContent += delta.text;
+    }
 
     const forkedFrom = sessionStorage.getItem(`forked:${id}`);
     if (forkedFrom) {
@@ -962,6 +979,7 @@
       if (seen.has(event.seq)) return;
       seen.add(event.seq);
       const kind = event.kind;
+      if (kind.type === "model_responded" || kind.type === "last_answer") writing.hidden = true;
       if (kind.type === "model_requested") step = kind.step;
       lastKind = kind.type;
       const before = folded;
@@ -1010,6 +1028,14 @@
               problem.textContent = `The stream stopped: ${JSON.parse(message.data).error.message}`;
             } catch {
               problem.textContent = "The stream stopped.";
+            }
+            return;
+          }
+          if (message.event === "delta") {
+            try {
+              addDelta(JSON.parse(message.data));
+            } catch (err) {
+              problem.textContent = `A delta could not be read: ${err.message}`;
             }
             return;
           }

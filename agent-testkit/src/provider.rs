@@ -1,6 +1,7 @@
 //! A local HTTP/1.1 server for tests of model providers: it records every request
 //! and answers each with the next scripted [`Reply`] — a status, headers, a body,
-//! optionally late or cut short — so provider faults can be tested with no
+//! optionally late, cut short or streamed as server-sent events, event by
+//! event — so provider faults can be tested with no
 //! internet and no key.
 
 use std::collections::VecDeque;
@@ -11,9 +12,10 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 
 /// One scripted answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Reply {
     /// HTTP status code.
     pub status: u16,
@@ -27,7 +29,31 @@ pub struct Reply {
     pub cut_after: Option<usize>,
     /// Reset the connection (RST) instead of answering.
     pub reset: bool,
+    /// A streamed body instead of `body`: these server-sent events, one write
+    /// each, then the connection closes (`text/event-stream`, no length).
+    pub events: Option<Vec<String>>,
+    /// The pause between two streamed events.
+    pub pace: Duration,
+    /// Before streaming event `.0`, wait until `.1` is notified.
+    pub hold: Option<(usize, Arc<Notify>)>,
 }
+
+impl PartialEq for Reply {
+    fn eq(&self, other: &Self) -> bool {
+        self.status == other.status
+            && self.headers == other.headers
+            && self.body == other.body
+            && self.delay == other.delay
+            && self.cut_after == other.cut_after
+            && self.reset == other.reset
+            && self.events == other.events
+            && self.pace == other.pace
+            && self.hold.as_ref().map(|(index, _)| *index)
+                == other.hold.as_ref().map(|(index, _)| *index)
+    }
+}
+
+impl Eq for Reply {}
 
 impl Reply {
     /// A 200 with a JSON body.
@@ -44,7 +70,41 @@ impl Reply {
             delay: Duration::ZERO,
             cut_after: None,
             reset: false,
+            events: None,
+            pace: Duration::ZERO,
+            hold: None,
         }
+    }
+
+    /// A 200 streaming `data` as server-sent events (`data: …`, each an event
+    /// of its own, `event: NAME` first where a pair names one), then closing
+    /// the connection — without a final event the client expects, that is a
+    /// stream dropped mid-way.
+    pub fn stream<'a>(events: impl IntoIterator<Item = (Option<&'a str>, String)>) -> Self {
+        let events = events
+            .into_iter()
+            .map(|(name, data)| match name {
+                Some(name) => format!("event: {name}\ndata: {data}\n\n"),
+                None => format!("data: {data}\n\n"),
+            })
+            .collect();
+        Self {
+            events: Some(events),
+            ..Self::status(200, "")
+        }
+    }
+
+    /// Pauses `pace` between streamed events.
+    pub fn paced(mut self, pace: Duration) -> Self {
+        self.pace = pace;
+        self
+    }
+
+    /// Streams events up to `index` (exclusive), then waits until `gate` is
+    /// notified before the rest.
+    pub fn hold_before(mut self, index: usize, gate: Arc<Notify>) -> Self {
+        self.hold = Some((index, gate));
+        self
     }
 
     /// Adds a header.
@@ -244,6 +304,9 @@ async fn serve(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
         drop(stream);
         return Ok(());
     }
+    if let Some(events) = &reply.events {
+        return stream_events(stream, &reply, events).await;
+    }
     let mut response = format!(
         "HTTP/1.1 {} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         reply.status,
@@ -262,5 +325,35 @@ async fn serve(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
         .write_all(body.get(..sent).unwrap_or_default())
         .await?;
     stream.flush().await?;
+    stream.shutdown().await
+}
+
+async fn stream_events(
+    mut stream: TcpStream,
+    reply: &Reply,
+    events: &[String],
+) -> std::io::Result<()> {
+    let mut response = format!(
+        "HTTP/1.1 {} Scripted\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n",
+        reply.status
+    );
+    for (name, value) in &reply.headers {
+        response.push_str(&format!("{name}: {value}\r\n"));
+    }
+    response.push_str("\r\n");
+    stream.write_all(response.as_bytes()).await?;
+    stream.flush().await?;
+    for (index, event) in events.iter().enumerate() {
+        if let Some((held, gate)) = &reply.hold
+            && *held == index
+        {
+            gate.notified().await;
+        }
+        if index > 0 {
+            tokio::time::sleep(reply.pace).await;
+        }
+        stream.write_all(event.as_bytes()).await?;
+        stream.flush().await?;
+    }
     stream.shutdown().await
 }

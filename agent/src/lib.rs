@@ -90,8 +90,8 @@ pub use agent_core::{
     SessionClaim, SessionCursor, SessionQuery, StoreCounts, Timed, WorkQueue, call_result_event,
 };
 pub use agent_core::{
-    DEFAULT_MAX_INVALID, LastAnswerKind, ModelUsage, OnLimit, OutputGuard, OutputSchema,
-    UnknownOnLimit, reflection_digest,
+    DEFAULT_MAX_INVALID, DeltaSink, IgnoreDeltas, LastAnswerKind, ModelDelta, ModelUsage, OnLimit,
+    OutputGuard, OutputSchema, UnknownOnLimit, reflection_digest,
 };
 
 /// Resilience layers for tools and models: timeout, retry, circuit breaker.

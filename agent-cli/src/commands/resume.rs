@@ -33,7 +33,7 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
         SessionConfig::resolve(&args.flags.options(), Some(&recorded), &current_dir()?)?;
     crate::confinement::note(&mut config, args.flags.json);
     let mut stops = StopSignals::listen()?;
-    let (options, progress) = sinks(args.flags.json, args.flags.quiet);
+    let (options, progress) = sinks(&args.flags);
     let session = Session::open(&config, store.clone(), options).await?;
     let outcome = tokio::select! {
         outcome = session.engine.resume(&args.session_id) => Ok(outcome),

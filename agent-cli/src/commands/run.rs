@@ -2,14 +2,15 @@
 
 use std::sync::Arc;
 
-use agent::EventSink;
+use agent::{DeltaSink, EventSink, IgnoreDeltas};
 use agent_runtime::{Session, SessionConfig, SessionOptions};
 
-use crate::cli::RunArgs;
+use crate::cli::{RunArgs, RunFlags};
 use crate::console::{console, report};
 use crate::error::CliError;
 use crate::interrupt::{StopSignals, report_stop};
 use crate::progress::Progress;
+use crate::screen::{Screen, streams_by_default};
 use crate::store;
 
 /// Runs the task; returns the exit code of its RunResult.
@@ -18,7 +19,7 @@ pub async fn run(args: RunArgs) -> Result<u8, CliError> {
     crate::confinement::note(&mut config, args.flags.json);
     let store = store::open(&args.flags.store.store).await?;
     let mut stops = StopSignals::listen()?;
-    let (options, progress) = sinks(args.flags.json, args.flags.quiet);
+    let (options, progress) = sinks(&args.flags);
     let session = Session::open(&config, store.clone(), options).await?;
     let session_id = agent::new_session_id();
     let outcome = tokio::select! {
@@ -42,15 +43,27 @@ pub fn current_dir() -> Result<std::path::PathBuf, CliError> {
 }
 
 /// The session options of a run printed for a person (or not, with `--json`),
-/// and its status line (on a terminal, unless `--quiet`).
-pub fn sinks(json: bool, quiet: bool) -> (SessionOptions, Option<Arc<Progress>>) {
-    let progress = Progress::start(json, quiet);
-    let mut sinks: Vec<Arc<dyn EventSink>> = console(json, progress.clone()).into_iter().collect();
+/// and its status line (on a terminal, unless `--quiet`). The run streams —
+/// its text printed as it is written — with `--stream`, or by default when
+/// stdout is a terminal, unless `--no-stream`; with `--json` a streaming run
+/// still prints only its RunResult.
+pub fn sinks(flags: &RunFlags) -> (SessionOptions, Option<Arc<Progress>>) {
+    let progress = Progress::start(flags.json, flags.quiet);
+    let streams = !flags.no_stream && (flags.stream || streams_by_default(flags.json));
+    let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
+    let deltas = if flags.json {
+        streams.then(|| Arc::new(IgnoreDeltas) as Arc<dyn DeltaSink>)
+    } else {
+        let screen = Arc::new(Screen::new(progress.clone()));
+        sinks.push(console(Arc::clone(&screen)));
+        streams.then_some(screen as Arc<dyn DeltaSink>)
+    };
     if let Some(progress) = &progress {
         sinks.push(Arc::clone(progress) as Arc<dyn EventSink>);
     }
     let options = SessionOptions {
         sinks,
+        deltas,
         ..SessionOptions::default()
     };
     (options, progress)

@@ -38,7 +38,7 @@ pub async fn send(args: SendArgs) -> Result<u8, CliError> {
     crate::confinement::note(&mut config, args.flags.json);
     let changed = (options != RunOptions::default()).then(|| config.to_value());
     let mut stops = StopSignals::listen()?;
-    let (session_options, progress) = sinks(args.flags.json, args.flags.quiet);
+    let (session_options, progress) = sinks(&args.flags);
     let session = Session::open(&config, store.clone(), session_options).await?;
     let outcome = tokio::select! {
         outcome = session.engine.send(&args.session_id, &args.message, changed) => Ok(outcome),

@@ -12,6 +12,7 @@ use agent::EventSink;
 use crate::console::{console, report};
 use crate::error::{CliError, inconsistent};
 use crate::progress::Progress;
+use crate::screen::Screen;
 use crate::store;
 
 /// How often the log is read for new events.
@@ -21,7 +22,7 @@ const POLL: Duration = Duration::from_millis(100);
 pub async fn wait(args: WaitArgs) -> Result<u8, CliError> {
     let store = store::open_for(&args.store.store, &args.session_id).await?;
     let progress = Progress::start(args.json, args.quiet);
-    let console = console(args.json, progress.clone());
+    let console = (!args.json).then(|| console(std::sync::Arc::new(Screen::new(progress.clone()))));
     let deadline = args
         .timeout
         .map(|secs| tokio::time::Instant::now() + Duration::from_secs_f64(secs));

@@ -41,6 +41,12 @@ impl Driver<'_> {
             observer: Arc::new(ModelReports(Arc::clone(&reports))),
             cancel: Cancellation::new(),
             purpose,
+            // A last answer is the run's answer, shown as it comes like a
+            // step's; summaries and reflections are bookkeeping.
+            deltas: engine
+                .deltas
+                .clone()
+                .filter(|_| purpose == CallPurpose::LastAnswer),
         };
         let span = telemetry::chat_span(self.state.session_id(), step, &engine.model.identity());
         let call = engine

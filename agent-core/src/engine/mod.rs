@@ -48,6 +48,7 @@ use serde_json::Value;
 use crate::budget::{Budgets, OnLimit, WallTime};
 use crate::context::ContextPolicy;
 use crate::control::{ControlError, decide_approval};
+use crate::delta::DeltaSink;
 use crate::error::EngineError;
 use crate::event::{ApprovalDecision, Event, EventKind};
 use crate::gate::{CompletionGate, FinishGate};
@@ -97,6 +98,7 @@ pub struct Engine {
     on_limit: OnLimit,
     reflect_every: Option<u32>,
     output: Option<Arc<OutputSchema>>,
+    deltas: Option<Arc<dyn DeltaSink>>,
 }
 
 /// How a [`Engine::drive`] ended.
@@ -240,6 +242,14 @@ impl EngineBuilder {
         Ok(self.output_schema(OutputSchema::of::<T>()?))
     }
 
+    /// Where the text of each step's response (and of a last answer) goes while
+    /// it is generated: a provider that can stream then streams (default: none,
+    /// so no call streams). Deltas are never recorded.
+    pub fn deltas(mut self, sink: Arc<dyn DeltaSink>) -> Self {
+        self.engine.deltas = Some(sink);
+        self
+    }
+
     /// A gate every finish must pass; a refusal becomes feedback and the run goes
     /// on. It is the last guard asked.
     pub fn completion_gate(mut self, gate: Arc<dyn CompletionGate>) -> Self {
@@ -302,6 +312,7 @@ impl Engine {
                 on_limit: OnLimit::default(),
                 reflect_every: None,
                 output: None,
+                deltas: None,
             },
             budgets: Budgets::default(),
             guards: Vec::new(),

@@ -94,6 +94,7 @@ impl Driver<'_> {
             observer: Arc::new(ModelReports(Arc::clone(&reports))),
             cancel: Cancellation::new(),
             purpose: CallPurpose::Step,
+            deltas: engine.deltas.clone(),
         };
         let span = telemetry::chat_span(self.state.session_id(), step, &engine.model.identity());
         if engine.record_content {

@@ -77,6 +77,7 @@ async fn drive(shared: &Shared, session_id: &str) -> Result<&'static str, Refusa
         .map_err(Refusal::Broken)?;
     let options = SessionOptions {
         queue: Some(store.clone()),
+        deltas: shared.deltas.clone(),
         ..SessionOptions::default()
     };
     let session = Session::with_toolbox(&config, store.clone(), options, &toolbox)

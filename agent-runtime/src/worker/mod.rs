@@ -19,7 +19,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_core::{Cancellation, Store, Tool};
+use agent_core::{Cancellation, DeltaSink, Store, Tool};
 use tokio::task::JoinSet;
 
 use self::action::ToolCache;
@@ -58,6 +58,7 @@ pub struct WorkerBuilder {
     drain: Duration,
     shutdown: Cancellation,
     log: WorkerLog,
+    deltas: Option<Arc<dyn DeltaSink>>,
 }
 
 impl WorkerBuilder {
@@ -111,6 +112,13 @@ impl WorkerBuilder {
         self
     }
 
+    /// Where the sessions it drives report their text while it is written
+    /// (default: nowhere, so nothing streams).
+    pub fn deltas(mut self, sink: Arc<dyn DeltaSink>) -> Self {
+        self.deltas = Some(sink);
+        self
+    }
+
     /// The worker.
     pub fn build(self) -> Worker {
         Worker {
@@ -121,6 +129,7 @@ impl WorkerBuilder {
                 extra_tools: self.extra_tools,
                 claim_ttl: self.claim_ttl,
                 log: self.log,
+                deltas: self.deltas,
                 held: Mutex::new(HashSet::new()),
                 cache: ToolCache::default(),
             }),
@@ -155,6 +164,7 @@ struct Shared {
     extra_tools: Vec<Arc<dyn Tool>>,
     claim_ttl: Duration,
     log: WorkerLog,
+    deltas: Option<Arc<dyn DeltaSink>>,
     held: Mutex<HashSet<Held>>,
     cache: ToolCache,
 }
@@ -205,6 +215,7 @@ impl Worker {
             drain: DEFAULT_DRAIN,
             shutdown: Cancellation::new(),
             log: Arc::new(|line| eprintln!("{line}")),
+            deltas: None,
         }
     }
 

@@ -2,7 +2,11 @@
 //! text/event-stream`, a Server-Sent Events stream of it — every event as `id:
 //! SEQ`, `event: KIND`, `data: JSON`, live as it is committed by any process,
 //! resuming after `Last-Event-ID` (or `?after=`), ending after the session's
-//! final event, with a keep-alive comment every 15 s.
+//! final event, with a keep-alive comment every 15 s. Between the stored events
+//! come `event: delta` messages (no `id`, never stored): the text of the step's
+//! response as this process's workers see it written, `{"step", "text",
+//! "restart"}`; `restart: true` says the response starts over (a retry), so
+//! the text shown for that step is superseded.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -15,10 +19,11 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 use utoipa::{IntoParams, ToSchema};
 
-use agent_core::{Event, SessionState};
+use agent_core::{Event, ModelDelta, SessionState};
+use agent_runtime::SessionDelta;
 
 use crate::error::{ApiError, ErrorBody};
 use crate::state::{ServerState, StreamGuard};
@@ -60,7 +65,7 @@ pub struct EventList {
         EventsQuery
     ),
     responses(
-        (status = 200, body = EventList, description = "The events (JSON), or with `Accept: text/event-stream` a stream: `id: SEQ`, `event: KIND`, `data: EVENT JSON` per event, until the final one"),
+        (status = 200, body = EventList, description = "The events (JSON), or with `Accept: text/event-stream` a stream: `id: SEQ`, `event: KIND`, `data: EVENT JSON` per event, until the final one, with `event: delta` messages (`{session_id, step, text, restart}`, not stored) carrying the text of a response while this server's workers see it written"),
         (status = 400, body = ErrorBody, description = "`Last-Event-ID` is not a seq"),
         (status = 404, body = ErrorBody, description = "No session has this id")
     )
@@ -115,12 +120,17 @@ struct Follow {
     /// Whether the last event has been read (or the stream must end).
     ended: bool,
     changes: watch::Receiver<u64>,
+    /// The text being written for the session, and the step whose text was
+    /// last sent.
+    deltas: broadcast::Receiver<SessionDelta>,
+    texted: Option<u32>,
     _open: StreamGuard,
 }
 
 impl Follow {
     async fn start(state: ServerState, session_id: String, after: u64) -> Result<Self, ApiError> {
         let changes = state.tails.follow(&session_id, 0);
+        let deltas = state.deltas.subscribe(&session_id);
         let events = state.store.load(&session_id).await?;
         let session = SessionState::from_events(&session_id, &events)
             .map_err(agent_core::ControlError::from)?;
@@ -137,6 +147,8 @@ impl Follow {
             after,
             ended,
             changes,
+            deltas,
+            texted: None,
         })
     }
 
@@ -189,10 +201,41 @@ impl Follow {
                         tokio::time::sleep(POLL).await;
                     }
                 }
+                delta = self.deltas.recv() => match delta {
+                    Ok(delta) => {
+                        if let Some(event) = self.delta_event(delta) {
+                            return Some(event);
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => {
+                        self.deltas = self.state.deltas.subscribe(&self.session_id);
+                    }
+                },
                 () = tokio::time::sleep(RECHECK) => {}
                 () = self.state.shutdown.cancelled() => {}
             }
         }
+    }
+}
+
+impl Follow {
+    /// The `delta` message for `delta`, if it says anything to a client: a
+    /// new attempt matters only once text of the step was sent.
+    fn delta_event(&mut self, delta: SessionDelta) -> Option<SseEvent> {
+        let (text, restart) = match delta.delta {
+            ModelDelta::Started if self.texted == Some(delta.step) => (String::new(), true),
+            ModelDelta::Started => return None,
+            ModelDelta::Text(text) => (text, false),
+        };
+        self.texted = Some(delta.step);
+        let data = serde_json::json!({
+            "session_id": self.session_id,
+            "step": delta.step,
+            "text": text,
+            "restart": restart,
+        });
+        Some(SseEvent::default().event("delta").data(data.to_string()))
     }
 }
 

@@ -120,6 +120,38 @@ fn the_calculator_task_is_answered_with_a_valid_first_call() {
     );
 }
 
+/// `--stream` with the local model shows the finish's answer — decoded, not
+/// its JSON — as the tokens are generated, and the stored answer is that text.
+#[test]
+fn a_streamed_local_run_shows_the_answer_as_it_is_generated() {
+    let Some(model) = model_file() else { return };
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = with_default_model("local-stream", &model);
+    let output = scratch.run(&[
+        "run",
+        "What is 12 times 7?",
+        "--model",
+        "local",
+        "--tools",
+        "calculator",
+        "--stream",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}{}", stderr(&output));
+    let streamed: Vec<&str> = text.lines().filter(|line| line.contains(" ~> ")).collect();
+    assert_eq!(
+        streamed.len(),
+        1,
+        "only the finish has words to show: {text}"
+    );
+    assert!(streamed[0].contains("84"), "{text}");
+    assert!(
+        !streamed[0].contains("\"type\""),
+        "the answer, not its JSON: {text}"
+    );
+    assert!(text.contains("finish (its text is above)"), "{text}");
+}
+
 #[test]
 fn a_file_is_read_and_its_content_answers_the_task() {
     let Some(model) = model_file() else { return };

@@ -12,7 +12,8 @@
 //!   (`agent-layers`), the same ones tools use.
 //! - `scripted` (feature `scripted`): [`ScriptedModel`], answers written in advance.
 //! - `local` (feature `local`): [`LocalModel`], a GGUF model run in this process by
-//!   llama.cpp, its output constrained by the action grammar.
+//!   llama.cpp, its output constrained by the action grammar; a watched call
+//!   shows a finish's answer as it is generated.
 //! - `replay` (feature `replay`): [`ReplayModel`], the responses of a recorded session.
 
 mod gguf;
@@ -21,6 +22,8 @@ mod json_text;
 mod spec;
 pub mod wire;
 
+#[cfg(feature = "local")]
+mod answer_stream;
 #[cfg(feature = "anthropic")]
 mod anthropic;
 #[cfg(feature = "anthropic")]

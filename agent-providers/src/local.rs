@@ -18,9 +18,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use agent_core::{
-    EstimatedTokens, HistoryItem, Model, ModelContext, ModelError, ModelIdentity, ModelRequest,
-    ModelResponse, Observation, TokenCounter, Usage, is_repeated_call_answer,
+    EstimatedTokens, HistoryItem, Model, ModelContext, ModelDelta, ModelError, ModelIdentity,
+    ModelRequest, ModelResponse, Observation, TokenCounter, Usage, is_repeated_call_answer,
 };
+
+use crate::answer_stream::AnswerText;
 use async_trait::async_trait;
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_backend::LlamaBackend;
@@ -174,12 +176,29 @@ impl Model for LocalModel {
         let path = self.path.clone();
         let options = self.options;
         let cancel = ctx.cancel.clone();
+        // A watched call shows the answer of a finish as it is generated.
+        let watch = ctx
+            .deltas
+            .clone()
+            .map(|sink| (sink, ctx.session_id.clone(), ctx.step));
         let generated = tokio::task::spawn_blocking(move || {
             let weights = weights(&path)?;
             let _turn = weights
                 .busy
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut answer = AnswerText::default();
+            let mut show = |piece: &str| {
+                if let Some((sink, session_id, step)) = &watch {
+                    let text = answer.feed(piece);
+                    if !text.is_empty() {
+                        sink.delta(session_id, *step, ModelDelta::Text(text));
+                    }
+                }
+            };
+            if let Some((sink, session_id, step)) = &watch {
+                sink.delta(session_id, *step, ModelDelta::Started);
+            }
             generate(
                 &weights,
                 &messages,
@@ -187,6 +206,7 @@ impl Model for LocalModel {
                 options,
                 max_output,
                 &|| cancel.is_cancelled(),
+                &mut show,
             )
         })
         .await
@@ -294,8 +314,27 @@ fn chat_messages(request: &ModelRequest) -> Vec<(String, String)> {
     messages
 }
 
+/// Hands the whole characters at the start of `bytes` to `show` (a token may
+/// end inside a character, which waits for the next token); returns how many
+/// bytes are done with, counting bytes that can never be text.
+fn show_complete(bytes: &[u8], show: &mut dyn FnMut(&str)) -> usize {
+    let (valid, skipped) = match std::str::from_utf8(bytes) {
+        Ok(text) => (text, 0),
+        Err(err) => (
+            std::str::from_utf8(bytes.get(..err.valid_up_to()).unwrap_or_default())
+                .unwrap_or_default(),
+            err.error_len().unwrap_or(0),
+        ),
+    };
+    if !valid.is_empty() {
+        show(valid);
+    }
+    valid.len() + skipped
+}
+
 /// Runs one generation: the prompt through the chat template, then tokens
-/// until the end of the turn (or the grammar's end), `max_output` or a cancel.
+/// until the end of the turn (or the grammar's end), `max_output` or a cancel;
+/// `show` gets the generated text as it grows, in whole characters.
 fn generate(
     weights: &Weights,
     messages: &[(String, String)],
@@ -303,6 +342,7 @@ fn generate(
     options: LocalOptions,
     max_output: u32,
     cancelled: &dyn Fn() -> bool,
+    show: &mut dyn FnMut(&str),
 ) -> Result<Generated, ModelError> {
     let backend = backend()?;
     let chat = messages
@@ -360,6 +400,7 @@ fn generate(
     let mut text = Vec::new();
     let mut position = tokens.len() as i32;
     let mut output_tokens = 0u64;
+    let mut shown = 0;
     loop {
         if cancelled() {
             return Err(cancelled_error());
@@ -371,6 +412,7 @@ fn generate(
         }
         output_tokens += 1;
         text.extend(vocab.token_to_piece(token, false, None));
+        shown += show_complete(text.get(shown..).unwrap_or_default(), show);
         if output_tokens >= u64::from(max_output) {
             let text = String::from_utf8_lossy(&text).into_owned();
             return Err(ModelError::InvalidOutput {

@@ -142,10 +142,3 @@ async fn a_derived_tool_runs_in_a_react_session_with_validated_arguments() {
     );
     assert_eq!(observations[2], (false, "212.0".to_owned()));
 }
-
-#[test]
-fn misuse_is_a_compile_error_with_a_helpful_message() {
-    let cases = trybuild::TestCases::new();
-    cases.pass("tests/ui/pass_*.rs");
-    cases.compile_fail("tests/ui/fail_*.rs");
-}

@@ -12,7 +12,7 @@ use crate::store::EventStore;
 pub const DEFAULT_SNAPSHOT_EVERY: u64 = 100;
 
 /// Layout version of snapshot JSON; a snapshot of another version is ignored.
-const SNAPSHOT_VERSION: u64 = 3;
+const SNAPSHOT_VERSION: u64 = 4;
 
 /// The snapshot JSON of `state`.
 pub fn snapshot_of(state: &SessionState) -> Result<Value, serde_json::Error> {

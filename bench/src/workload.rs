@@ -1,7 +1,8 @@
 //! The peers' workload: session `i` starts at `x0 = i % 7 + 2` and has K factors
 //! `f_j = (i + j) % 5 + 2`; on each turn the model reads the last observation and
 //! asks the calculator to combine it with the next factor, then finishes with the
-//! result. The model derives `i` from the task text, so one model serves every session.
+//! result. The model derives `i` from the task text, so one model serves every session,
+//! and the turn from the step number.
 
 use agent::{
     Action, Finish, HistoryItem, Model, ModelContext, ModelError, ModelRequest, ModelResponse,
@@ -77,21 +78,20 @@ impl Model for WorkloadModel {
         let i = session_of(&request.task).ok_or_else(|| ModelError::Internal {
             message: format!("`{}` is not a workload task", request.task),
         })?;
-        let observations: Vec<&str> = request
-            .history
-            .iter()
-            .filter_map(|item| match item {
-                HistoryItem::Observation { observation } => Some(observation.content.as_str()),
-                _ => None,
-            })
-            .collect();
-        let previous = match observations.last() {
+        // The last observation, found from the end, and the turns so far (one
+        // call per step): constant work per step, so a long session measures the
+        // runtime rather than this model.
+        let last = request.history.iter().rev().find_map(|item| match item {
+            HistoryItem::Observation { observation } => Some(observation.content.as_str()),
+            _ => None,
+        });
+        let previous = match last {
             Some(text) => text.parse::<f64>().map_err(|_| ModelError::Internal {
                 message: format!("observation `{text}` is not a number"),
             })?,
             None => start(i),
         };
-        let n = observations.len();
+        let n = ctx.step.saturating_sub(1) as usize;
         let action = if n < self.tool_steps {
             Action::ToolCall(ToolCall {
                 id: format!("call_{}_1", ctx.step),

@@ -106,22 +106,29 @@ impl Driver<'_> {
     }
 
     /// Saves a snapshot when the commit that followed seq `before` crossed a
-    /// multiple of the snapshot interval. A failed save is ignored: snapshots are a
-    /// cache.
-    async fn maybe_snapshot(&self, before: u64) {
+    /// multiple of the snapshot interval and at least half of the log came
+    /// after this driver's previous snapshot. A snapshot costs the size of the
+    /// state, so spacing them in proportion to the log keeps their cost per event
+    /// constant however long the session runs; loading stays linear in the log
+    /// (the snapshot itself, then at most half of it). A failed save is
+    /// ignored: snapshots are a cache.
+    async fn maybe_snapshot(&mut self, before: u64) {
         let Some(every) = self.engine.snapshot_every else {
             return;
         };
         let last = self.state.last_seq();
-        if last / every == before / every {
+        if last / every == before / every || last - self.snapshot_at < last / SNAPSHOT_SPREAD {
             return;
         }
         if let Ok(snapshot) = snapshot_of(&self.state) {
-            let _ = self
+            let saved = self
                 .engine
                 .store
                 .save_snapshot(self.state.session_id(), last, &snapshot)
                 .await;
+            if saved.is_ok() {
+                self.snapshot_at = last;
+            }
         }
     }
 
@@ -196,6 +203,10 @@ impl Driver<'_> {
         Ok(())
     }
 }
+
+/// A snapshot follows the previous one after at least `1 / SNAPSHOT_SPREAD` of
+/// the log.
+const SNAPSHOT_SPREAD: u64 = 2;
 
 /// Whether an event another process appended while a driver works leaves
 /// that work valid, so the driver's events may simply follow it: a pause

@@ -98,6 +98,8 @@ pub(super) struct Driver<'e> {
     pub(super) via_queue: bool,
     /// Set when the drive handed its calls to the queue and must stop.
     pub(super) parked: bool,
+    /// Seq of the last snapshot this driver saved (0 before its first).
+    pub(super) snapshot_at: u64,
 }
 
 impl<'e> Driver<'e> {
@@ -118,6 +120,7 @@ impl<'e> Driver<'e> {
             work: WorkSet::default(),
             via_queue: false,
             parked: false,
+            snapshot_at: 0,
         }
     }
 

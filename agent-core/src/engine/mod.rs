@@ -188,9 +188,11 @@ impl EngineBuilder {
         self
     }
 
-    /// Snapshot the folded state every `every` events (default
-    /// [`DEFAULT_SNAPSHOT_EVERY`]); `None` turns snapshots off. Snapshots only speed
-    /// up loading: results are the same with or without them.
+    /// Snapshot the folded state at most every `every` events (default
+    /// [`DEFAULT_SNAPSHOT_EVERY`]), and in a long session once at least half of
+    /// its log followed the previous snapshot, so that snapshots cost the
+    /// same per event however long it runs; `None` turns snapshots off.
+    /// Snapshots only speed up loading: results are the same with or without them.
     pub fn snapshot_every(mut self, every: Option<u64>) -> Self {
         self.engine.snapshot_every = every.filter(|every| *every > 0);
         self

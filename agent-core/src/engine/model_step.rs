@@ -117,6 +117,10 @@ impl Driver<'_> {
             })
             .await;
         ctx.cancel.cancel();
+        // The request shares the state's history: let go of it before the
+        // response is applied, so the history grows in place instead of being
+        // copied (a copy per step would make each step cost the session's length).
+        drop(request);
         let outcome = match outcome {
             Bounded::Done(Some(answer)) => Bounded::Done(answer),
             Bounded::Done(None) => {

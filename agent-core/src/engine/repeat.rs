@@ -4,7 +4,6 @@
 //! the model to finish or change course, so a small model that keeps repeating
 //! itself is steered instead of burning its step budget.
 
-use crate::history::HistoryItem;
 use crate::types::{Observation, ToolCall};
 
 /// How the guard's observation begins.
@@ -19,36 +18,6 @@ pub fn is_repeated_call_answer(observation: &Observation) -> bool {
 
 /// The longest part of an earlier result quoted back, in characters.
 const QUOTED_CHARS: usize = 2000;
-
-/// The id and result of the latest earlier successful call identical to `call`.
-pub(super) fn earlier_result<'a>(
-    history: &'a [HistoryItem],
-    call: &ToolCall,
-) -> Option<(&'a str, &'a str)> {
-    let mut identical: Vec<&str> = Vec::new();
-    let mut found = None;
-    for item in history {
-        match item {
-            HistoryItem::ToolCalls { calls, .. } => identical.extend(
-                calls
-                    .iter()
-                    .filter(|earlier| {
-                        earlier.id != call.id
-                            && earlier.tool_name == call.tool_name
-                            && earlier.arguments == call.arguments
-                    })
-                    .map(|earlier| earlier.id.as_str()),
-            ),
-            HistoryItem::Observation { observation }
-                if !observation.is_error && identical.contains(&observation.call_id.as_str()) =>
-            {
-                found = Some((observation.call_id.as_str(), observation.content.as_str()));
-            }
-            _ => {}
-        }
-    }
-    found
-}
 
 /// What the model is told instead of running `call` again.
 pub(super) fn repeat_message(call: &ToolCall, earlier_id: &str, result: &str) -> String {
@@ -75,45 +44,6 @@ mod tests {
             tool_name: "calculator".into(),
             arguments: json!({"left": left, "operation": "multiply", "right": 7}),
         }
-    }
-
-    fn observed(id: &str, content: &str, is_error: bool) -> HistoryItem {
-        HistoryItem::Observation {
-            observation: Observation {
-                call_id: id.into(),
-                tool_name: "calculator".into(),
-                content: content.into(),
-                is_error,
-            },
-        }
-    }
-
-    fn turn(calls: Vec<ToolCall>) -> HistoryItem {
-        HistoryItem::ToolCalls { calls, text: None }
-    }
-
-    #[test]
-    fn an_identical_call_with_a_result_is_found() {
-        let history = vec![
-            turn(vec![call("call_1_1", 12)]),
-            observed("call_1_1", "84", false),
-        ];
-        assert_eq!(
-            earlier_result(&history, &call("call_2_1", 12)),
-            Some(("call_1_1", "84"))
-        );
-    }
-
-    #[test]
-    fn other_arguments_errors_and_unanswered_calls_are_not_repeats() {
-        let history = vec![
-            turn(vec![call("call_1_1", 12), call("call_1_2", 13)]),
-            observed("call_1_1", "division by zero", true),
-        ];
-        assert_eq!(earlier_result(&history, &call("call_2_1", 12)), None);
-        assert_eq!(earlier_result(&history, &call("call_2_1", 13)), None);
-        assert_eq!(earlier_result(&history, &call("call_2_1", 14)), None);
-        assert_eq!(earlier_result(&history, &call("call_1_2", 13)), None);
     }
 
     #[test]

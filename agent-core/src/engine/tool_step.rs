@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use super::driver::{Driver, internal_failure};
-use super::repeat::{earlier_result, repeat_message};
+use super::repeat::repeat_message;
 use crate::call::{CallObserver, call_result_event};
 use crate::cancel::Cancellation;
 use crate::error::EngineError;
@@ -244,7 +244,7 @@ impl Driver<'_> {
         for call in calls {
             let idempotent = self.tool(&call).is_some_and(|tool| tool.spec().idempotent);
             let repeat = idempotent
-                .then(|| earlier_result(self.state.history(), &call))
+                .then(|| self.state.earlier_success(&call))
                 .flatten()
                 .map(|(earlier, result)| {
                     (earlier.to_owned(), repeat_message(&call, earlier, result))

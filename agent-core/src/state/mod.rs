@@ -4,6 +4,7 @@
 //! changes the state.
 
 mod error;
+mod repeats;
 mod status;
 mod transition;
 mod turns;
@@ -109,6 +110,10 @@ pub struct SessionState {
     /// Ids of every call the model proposed, kept when a summary replaces them.
     #[serde(default)]
     call_ids: BTreeSet<String>,
+    /// Where the latest successful result of each distinct call is in the
+    /// history, for the repeated-call guard.
+    #[serde(default)]
+    successes: repeats::ResultIndex,
     /// Summaries recorded so far.
     #[serde(default)]
     compactions: u32,
@@ -172,6 +177,7 @@ impl SessionState {
             history: Arc::new(Vec::new()),
             history_seqs: Vec::new(),
             call_ids: BTreeSet::new(),
+            successes: repeats::ResultIndex::new(),
             compactions: 0,
             turn: Vec::new(),
             proposed_finish: None,

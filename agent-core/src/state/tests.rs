@@ -398,3 +398,105 @@ fn nothing_pauses_once_ended_or_while_it_waits_for_a_decision() {
             .is_err()
     );
 }
+
+fn multiply(id: &str, left: i64) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        tool_name: "calculator".into(),
+        arguments: json!({"left": left, "operation": "multiply", "right": 7}),
+    }
+}
+
+/// One step that calls `calls` and gets `results` (content, is_error), at step `step`.
+fn tool_turn(step: u32, calls: &[ToolCall], results: &[(&str, bool)]) -> Vec<EventKind> {
+    let mut kinds = vec![
+        EventKind::ModelRequested {
+            step,
+            context_tokens: None,
+        },
+        responded(calls.iter().cloned().map(Action::ToolCall).collect()),
+    ];
+    kinds.extend(
+        calls
+            .iter()
+            .map(|call| EventKind::ActionDispatched { call: call.clone() }),
+    );
+    kinds.extend(
+        calls
+            .iter()
+            .zip(results)
+            .map(|(call, (content, is_error))| EventKind::ActionCompleted {
+                observation: if *is_error {
+                    Observation::error(call, *content)
+                } else {
+                    Observation::success(call, *content)
+                },
+            }),
+    );
+    kinds
+}
+
+#[test]
+fn an_identical_earlier_call_with_a_result_is_found_by_tool_and_arguments() {
+    let mut kinds = vec![started()];
+    kinds.extend(tool_turn(1, &[multiply("call_1_1", 12)], &[("84", false)]));
+    kinds.extend(tool_turn(
+        2,
+        &[multiply("call_2_1", 12)],
+        &[("84 again", false)],
+    ));
+    let state = apply_all(kinds).unwrap();
+    let reordered = ToolCall {
+        arguments: json!({"right": 7, "operation": "multiply", "left": 12}),
+        ..multiply("call_3_1", 0)
+    };
+    assert_eq!(
+        state.earlier_success(&reordered),
+        Some(("call_2_1", "84 again"))
+    );
+    assert_eq!(state.earlier_success(&multiply("call_3_1", 13)), None);
+}
+
+#[test]
+fn errors_unanswered_calls_and_the_call_itself_are_not_earlier_results() {
+    let mut kinds = vec![started()];
+    kinds.extend(tool_turn(
+        1,
+        &[multiply("call_1_1", 12), multiply("call_1_2", 13)],
+        &[("division by zero", true), ("91", false)],
+    ));
+    let state = apply_all(kinds).unwrap();
+    assert_eq!(state.earlier_success(&multiply("call_2_1", 12)), None);
+    assert_eq!(state.earlier_success(&multiply("call_1_2", 13)), None);
+    assert_eq!(
+        state.earlier_success(&multiply("call_2_1", 13)),
+        Some(("call_1_2", "91"))
+    );
+}
+
+#[test]
+fn a_summary_hides_the_results_it_replaced_and_keeps_later_ones() {
+    let mut kinds = vec![started()];
+    kinds.extend(tool_turn(1, &[multiply("call_1_1", 1)], &[("7", false)]));
+    kinds.extend(tool_turn(2, &[multiply("call_2_1", 2)], &[("14", false)]));
+    kinds.extend(tool_turn(3, &[multiply("call_3_1", 3)], &[("21", false)]));
+    kinds.push(EventKind::ContextCompacted {
+        from_seq: 3,
+        to_seq: 10,
+        summary: "multiplied 1 and 2 by 7".into(),
+        tokens_before: 100,
+        tokens_after: 40,
+        usage: Usage::default(),
+    });
+    let state = apply_all(kinds).unwrap();
+    assert!(matches!(
+        state.history().first(),
+        Some(HistoryItem::Summary { .. })
+    ));
+    assert_eq!(state.earlier_success(&multiply("call_4_1", 1)), None);
+    assert_eq!(state.earlier_success(&multiply("call_4_1", 2)), None);
+    assert_eq!(
+        state.earlier_success(&multiply("call_4_1", 3)),
+        Some(("call_3_1", "21"))
+    );
+}

@@ -458,6 +458,7 @@ impl SessionState {
         Arc::make_mut(&mut self.history)
             .splice(range.clone(), [HistoryItem::Summary { text: summary }]);
         self.history_seqs.splice(range.clone(), [from_seq]);
+        super::repeats::reindex_after_summary(&mut self.successes, &range);
         for record in &mut self.records {
             if record.history_len >= range.end {
                 record.history_len -= removed;
@@ -479,6 +480,15 @@ impl SessionState {
         if self.turn.iter().all(|p| p.observation.is_some()) {
             let turn = std::mem::take(&mut self.turn);
             let before = self.history.len();
+            let results = turn
+                .iter()
+                .filter_map(|p| Some((&p.call, p.observation.as_ref()?)));
+            for (position, (call, observation)) in (before..).zip(results) {
+                if !observation.is_error {
+                    self.successes
+                        .insert(super::repeats::call_key(call), position);
+                }
+            }
             Arc::make_mut(&mut self.history).extend(
                 turn.into_iter()
                     .filter_map(|p| p.observation)

@@ -1,8 +1,9 @@
-//! The tool step: guard a turn's calls, record and commit their dispatch, run them
-//! concurrently (bounded), and record each result as it arrives — committed at
-//! once when its tool is not idempotent, so a finished side effect is never run
-//! twice. After a crash, calls left in flight are re-run when idempotent and
-//! otherwise completed with [`INTERRUPTED`].
+//! The tool step: guard a turn's calls, record their dispatch — committed durably
+//! before any call that is not idempotent runs, committed with the results
+//! otherwise — run them concurrently (bounded), and record each result as it
+//! arrives — committed at once when its tool is not idempotent, so a finished side
+//! effect is never run twice. After a crash, calls left in flight are re-run when
+//! idempotent and otherwise completed with [`INTERRUPTED`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,6 +27,11 @@ use crate::types::{Observation, ToolCall};
 
 /// The observation a non-idempotent call gets when a crash left its outcome unknown.
 pub const INTERRUPTED: &str = "interrupted: outcome unknown";
+
+/// How long idempotent calls run before what is recorded of them so far (their
+/// dispatch, the results in) is committed without waiting for the next step's
+/// commit, so that a slow call shows as running.
+const SHOWN_AFTER: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl Driver<'_> {
     fn tool(&self, call: &ToolCall) -> Option<Arc<dyn Tool>> {
@@ -62,7 +68,11 @@ impl Driver<'_> {
         if self.via_queue {
             return self.hand_to_queue(calls, durability).await;
         }
-        if !self.flush(durability).await? {
+        // A call that is not idempotent runs only once its dispatch is durable.
+        // Idempotent calls start at once: their dispatch is committed with their
+        // results (one commit per step), or on its own, without an fsync, when
+        // they take longer than a moment, so watchers see them running.
+        if durability == Durability::Full && !self.flush(durability).await? {
             return Ok(());
         }
         self.execute(calls).await
@@ -201,7 +211,21 @@ impl Driver<'_> {
             calls_by_task.insert(handle.id(), (call, observer, span));
         }
         while !running.is_empty() {
-            let joined = self.bounds.wait(running.join_next_with_id()).await;
+            let joined = if self.unflushed.is_empty() {
+                self.bounds.wait(running.join_next_with_id()).await
+            } else {
+                let soon = self.bounds.wait(running.join_next_with_id());
+                match tokio::time::timeout(SHOWN_AFTER, soon).await {
+                    Ok(joined) => joined,
+                    Err(_) => {
+                        if !self.flush(Durability::Process).await? {
+                            cancel.cancel();
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                }
+            };
             let Some(joined) = self.settle(joined).await? else {
                 cancel.cancel();
                 return Ok(());

@@ -256,9 +256,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(args.sessions);
     for i in 0..args.sessions {
-        let (engine, permits) = (Arc::clone(&engine), Arc::clone(&permits));
+        // A session starts once it has a slot, so the ones waiting for a slot
+        // hold no engine state.
+        let permit = Arc::clone(&permits).acquire_owned().await?;
+        let engine = Arc::clone(&engine);
         tasks.push(tokio::spawn(async move {
-            let _permit = permits.acquire_owned().await?;
+            let _permit = permit;
             let result = engine.run(task(i), json!({"bench": true})).await?;
             anyhow::Ok(result)
         }));

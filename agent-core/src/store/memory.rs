@@ -29,8 +29,104 @@ pub struct MemoryStore {
 /// One session's log and the public status its last writer folded.
 #[derive(Debug)]
 struct MemoryLog {
+    /// The events of a session that goes on, as they are.
     events: Vec<Event>,
+    /// The events of an ended session, packed: [`MemoryLog::events`] is empty then.
+    packed: Option<PackedLog>,
     status: PublicStatus,
+}
+
+/// An ended session's events as one JSON array — a fraction of the memory the
+/// events take as values — with what listings and appends read without
+/// unpacking them. A follow-up message unpacks the log and it goes on.
+#[derive(Debug)]
+struct PackedLog {
+    json: Box<str>,
+    last_seq: u64,
+    task: Box<str>,
+    created_at: u64,
+    updated_at: u64,
+}
+
+impl MemoryLog {
+    fn last_seq(&self) -> u64 {
+        match &self.packed {
+            Some(packed) => packed.last_seq,
+            None => self.events.last().map_or(0, |event| event.seq),
+        }
+    }
+
+    /// Every event, in order.
+    fn all(&self) -> Result<Vec<Event>, StoreError> {
+        match &self.packed {
+            Some(packed) => serde_json::from_str(&packed.json).map_err(|err| {
+                StoreError::Corrupt(format!("a packed log of the memory store: {err}"))
+            }),
+            None => Ok(self.events.clone()),
+        }
+    }
+
+    fn unpack(&mut self) -> Result<(), StoreError> {
+        if self.packed.is_some() {
+            self.events = self.all()?;
+            self.packed = None;
+        }
+        Ok(())
+    }
+
+    /// Packs the log once its session has ended; a log that cannot be packed
+    /// stays as it is.
+    fn pack_if_ended(&mut self) {
+        let ended = matches!(
+            self.status,
+            PublicStatus::Finished | PublicStatus::Failed | PublicStatus::Cancelled
+        );
+        let (Some(first), Some(last)) = (self.events.first(), self.events.last()) else {
+            return;
+        };
+        if !ended {
+            return;
+        }
+        if let Ok(json) = serde_json::to_string(&self.events) {
+            self.packed = Some(PackedLog {
+                json: json.into_boxed_str(),
+                last_seq: last.seq,
+                task: started_task(first).unwrap_or_default().into(),
+                created_at: first.at,
+                updated_at: last.at,
+            });
+            self.events = Vec::new();
+        }
+    }
+
+    fn summary(&self, session_id: &str) -> Option<SessionSummary> {
+        let (task, created_at, updated_at) = match &self.packed {
+            Some(packed) => (
+                packed.task.to_string(),
+                packed.created_at,
+                packed.updated_at,
+            ),
+            None => {
+                let (first, last) = (self.events.first()?, self.events.last()?);
+                (
+                    started_task(first).unwrap_or_default().to_owned(),
+                    first.at,
+                    last.at,
+                )
+            }
+        };
+        Some(SessionSummary {
+            session_id: session_id.to_owned(),
+            status: self.status,
+            task,
+            created_at,
+            updated_at,
+        })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.packed.is_none() && self.events.is_empty()
+    }
 }
 
 /// A snapshot in a [`MemoryStore`]: the seq it folds and its JSON.
@@ -67,9 +163,10 @@ impl EventLog for MemoryStore {
             .entry(append.session_id.to_owned())
             .or_insert_with(|| MemoryLog {
                 events: Vec::new(),
+                packed: None,
                 status: append.status,
             });
-        let actual = log.events.last().map_or(0, |event| event.seq);
+        let actual = log.last_seq();
         if actual != append.expected_seq {
             return Err(StoreError::Conflict {
                 session_id: append.session_id.to_owned(),
@@ -77,26 +174,32 @@ impl EventLog for MemoryStore {
                 actual,
             });
         }
+        log.unpack()?;
         log.events.extend_from_slice(append.events);
         log.status = append.status;
+        log.pack_if_ended();
         Ok(())
     }
 
     async fn load(&self, session_id: &str) -> Result<Vec<Event>, StoreError> {
         locked(&self.logs)?
             .get(session_id)
-            .filter(|log| !log.events.is_empty())
-            .map(|log| log.events.clone())
-            .ok_or_else(|| StoreError::NotFound(session_id.to_owned()))
+            .filter(|log| !log.is_empty())
+            .ok_or_else(|| StoreError::NotFound(session_id.to_owned()))?
+            .all()
     }
 
     async fn load_after(&self, session_id: &str, after: u64) -> Result<Vec<Event>, StoreError> {
         let logs = locked(&self.logs)?;
         let log = logs
             .get(session_id)
-            .filter(|log| !log.events.is_empty())
+            .filter(|log| !log.is_empty())
             .ok_or_else(|| StoreError::NotFound(session_id.to_owned()))?;
         let start = usize::try_from(after).unwrap_or(usize::MAX);
+        if log.packed.is_some() {
+            let mut events = log.all()?;
+            return Ok(events.split_off(start.min(events.len())));
+        }
         Ok(log.events.get(start..).unwrap_or_default().to_vec())
     }
 }
@@ -107,16 +210,7 @@ impl SessionIndex for MemoryStore {
         let logs = locked(&self.logs)?;
         let mut summaries: Vec<SessionSummary> = logs
             .iter()
-            .filter_map(|(session_id, log)| {
-                let (first, last) = (log.events.first()?, log.events.last()?);
-                Some(SessionSummary {
-                    session_id: session_id.clone(),
-                    status: log.status,
-                    task: started_task(first).unwrap_or_default().to_owned(),
-                    created_at: first.at,
-                    updated_at: last.at,
-                })
-            })
+            .filter_map(|(session_id, log)| log.summary(session_id))
             .collect();
         summaries.sort_by(|a, b| (b.created_at, &b.session_id).cmp(&(a.created_at, &a.session_id)));
         Ok(summaries)
@@ -166,8 +260,7 @@ impl LeaseStore for MemoryStore {
         }
         Ok(locked(&self.logs)?
             .get(session_id)
-            .and_then(|log| log.events.last())
-            .map_or(0, |event| event.seq))
+            .map_or(0, MemoryLog::last_seq))
     }
 
     async fn release_lease(&self, session_id: &str, owner: &str) -> Result<(), StoreError> {
@@ -202,5 +295,78 @@ impl SnapshotStore for MemoryStore {
 
     async fn load_snapshot(&self, session_id: &str) -> Result<Option<(u64, Value)>, StoreError> {
         Ok(locked(&self.snapshots)?.get(session_id).cloned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::EventKind;
+    use crate::store::Durability;
+    use serde_json::json;
+
+    fn append<'a>(events: &'a [Event], status: PublicStatus) -> Append<'a> {
+        Append {
+            session_id: "s",
+            expected_seq: events.first().map_or(0, |event| event.seq - 1),
+            events,
+            status,
+            durability: Durability::Full,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_ended_log_is_packed_and_reads_back_the_same_then_goes_on() {
+        let store = MemoryStore::new();
+        let started = [Event::new(
+            "s",
+            1,
+            EventKind::SessionStarted {
+                task: "t".into(),
+                strategy: "react".into(),
+                config: json!({"model": "m"}),
+            },
+        )];
+        store
+            .append(append(&started, PublicStatus::Running))
+            .await
+            .unwrap();
+        let finished = [Event::new(
+            "s",
+            2,
+            EventKind::Finished {
+                answer: "42".into(),
+                output: None,
+            },
+        )];
+        store
+            .append(append(&finished, PublicStatus::Finished))
+            .await
+            .unwrap();
+        assert!(locked(&store.logs).unwrap()["s"].packed.is_some());
+        let all: Vec<Event> = started.iter().chain(&finished).cloned().collect();
+        assert_eq!(store.load("s").await.unwrap(), all);
+        assert_eq!(store.load_after("s", 1).await.unwrap(), finished.to_vec());
+        assert_eq!(store.load_after("s", 5).await.unwrap(), Vec::new());
+        let listed = store.sessions().await.unwrap();
+        assert_eq!(
+            (listed[0].task.as_str(), listed[0].status),
+            ("t", PublicStatus::Finished)
+        );
+        assert!(matches!(
+            store.append(append(&started, PublicStatus::Running)).await,
+            Err(StoreError::Conflict { actual: 2, .. })
+        ));
+        let more = [Event::new(
+            "s",
+            3,
+            EventKind::MessagesDelivered { count: 1 },
+        )];
+        store
+            .append(append(&more, PublicStatus::Running))
+            .await
+            .unwrap();
+        assert!(locked(&store.logs).unwrap()["s"].packed.is_none());
+        assert_eq!(store.load("s").await.unwrap().len(), 3);
     }
 }

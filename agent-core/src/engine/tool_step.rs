@@ -214,6 +214,9 @@ impl Driver<'_> {
             let joined = if self.unflushed.is_empty() {
                 self.bounds.wait(running.join_next_with_id()).await
             } else {
+                // Most calls are done at once: let them run before a timer is
+                // armed (one that is never polled costs nothing).
+                tokio::task::yield_now().await;
                 let soon = self.bounds.wait(running.join_next_with_id());
                 match tokio::time::timeout(SHOWN_AFTER, soon).await {
                     Ok(joined) => joined,

@@ -91,6 +91,15 @@ pub fn call_result_event(
     call: &ToolCall,
     outcome: Result<Result<ToolOutput, ToolError>, tokio::task::JoinError>,
 ) -> EventKind {
+    outcome_event(call, outcome.map_err(panic_message))
+}
+
+/// [`call_result_event`] of a call whose panic (or cancellation) was caught as
+/// the message in `Err`.
+pub(crate) fn outcome_event(
+    call: &ToolCall,
+    outcome: Result<Result<ToolOutput, ToolError>, String>,
+) -> EventKind {
     let failure = |error: String| EventKind::Failed {
         exit_reason: ExitReason::InternalError,
         budget: None,
@@ -113,11 +122,9 @@ pub fn call_result_event(
             "tool `{}` failed unexpectedly on call `{}`: {message}",
             call.tool_name, call.id
         )),
-        Err(join_error) => failure(format!(
-            "tool `{}` panicked on call `{}`: {}",
-            call.tool_name,
-            call.id,
-            panic_message(join_error)
+        Err(panic) => failure(format!(
+            "tool `{}` panicked on call `{}`: {panic}",
+            call.tool_name, call.id
         )),
     }
 }
@@ -127,7 +134,11 @@ pub(crate) fn panic_message(err: tokio::task::JoinError) -> String {
     if !err.is_panic() {
         return "the task was cancelled".into();
     }
-    let payload = err.into_panic();
+    payload_message(err.into_panic())
+}
+
+/// The message a panic carried.
+pub(crate) fn payload_message(payload: Box<dyn std::any::Any + Send>) -> String {
     if let Some(text) = payload.downcast_ref::<&str>() {
         (*text).to_owned()
     } else if let Some(text) = payload.downcast_ref::<String>() {

@@ -254,18 +254,24 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     )?);
     let permits = Arc::new(Semaphore::new(args.concurrency.max(1)));
     let started = Instant::now();
-    let mut tasks = Vec::with_capacity(args.sessions);
-    for i in 0..args.sessions {
-        // A session starts once it has a slot, so the ones waiting for a slot
-        // hold no engine state.
-        let permit = Arc::clone(&permits).acquire_owned().await?;
-        let engine = Arc::clone(&engine);
-        tasks.push(tokio::spawn(async move {
-            let _permit = permit;
-            let result = engine.run(task(i), json!({"bench": true})).await?;
-            anyhow::Ok(result)
-        }));
-    }
+    let sessions = args.sessions;
+    // A session starts once it has a slot, so the ones waiting for a slot hold
+    // no engine state; the launcher runs on the runtime's workers, like the
+    // sessions whose slots it waits for.
+    let launcher = tokio::spawn(async move {
+        let mut tasks = Vec::with_capacity(sessions);
+        for i in 0..sessions {
+            let permit = Arc::clone(&permits).acquire_owned().await?;
+            let engine = Arc::clone(&engine);
+            tasks.push(tokio::spawn(async move {
+                let _permit = permit;
+                let result = engine.run(task(i), json!({"bench": true})).await?;
+                anyhow::Ok(result)
+            }));
+        }
+        anyhow::Ok(tasks)
+    });
+    let tasks = launcher.await??;
     let mut wrong_answers = 0;
     for (i, handle) in tasks.into_iter().enumerate() {
         let result = handle.await??;

@@ -35,6 +35,7 @@ mod model_step;
 mod reflect_step;
 mod repeat;
 mod reports;
+mod running;
 mod tool_step;
 mod work_step;
 

@@ -5,15 +5,14 @@
 //! effect is never run twice. After a crash, calls left in flight are re-run when
 //! idempotent and otherwise completed with [`INTERRUPTED`].
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use super::driver::{Driver, internal_failure};
 use super::repeat::repeat_message;
-use crate::call::{CallObserver, call_result_event};
+use super::running::{Calls, Ended, Ready};
+use crate::call::{CallObserver, outcome_event};
 use crate::cancel::Cancellation;
 use crate::error::EngineError;
 use crate::event::EventKind;
@@ -183,9 +182,8 @@ impl Driver<'_> {
 
     /// Runs dispatched calls concurrently and records each result as it arrives.
     async fn execute(&mut self, calls: Vec<ToolCall>) -> Result<(), EngineError> {
-        let mut running = JoinSet::new();
-        let mut calls_by_task = HashMap::new();
         let cancel = Cancellation::new();
+        let mut ready = Vec::with_capacity(calls.len());
         for call in calls {
             let Some(tool) = self.tool(&call) else {
                 let message = self.unknown_tool_message(&call.tool_name);
@@ -206,20 +204,27 @@ impl Driver<'_> {
             let arguments = call.arguments.clone();
             let span =
                 telemetry::tool_span(self.state.session_id(), &call, self.engine.record_content);
-            let handle = running
-                .spawn(async move { tool.call(arguments, &ctx).await }.instrument(span.clone()));
-            calls_by_task.insert(handle.id(), (call, observer, span));
+            let future = async move { tool.call(arguments, &ctx).await }.instrument(span.clone());
+            ready.push(Ready {
+                future,
+                call,
+                observer,
+                span,
+            });
         }
+        let mut running = Calls::start(ready);
         while !running.is_empty() {
-            let joined = if self.unflushed.is_empty() {
-                self.bounds.wait(running.join_next_with_id()).await
+            let ended = if self.unflushed.is_empty() {
+                self.bounds.wait(running.next()).await
             } else {
-                // Most calls are done at once: let them run before a timer is
-                // armed (one that is never polled costs nothing).
-                tokio::task::yield_now().await;
-                let soon = self.bounds.wait(running.join_next_with_id());
+                if running.are_tasks() {
+                    // Most calls are done at once: let them run before a timer
+                    // is armed (one that is never polled costs nothing).
+                    tokio::task::yield_now().await;
+                }
+                let soon = self.bounds.wait(running.next());
                 match tokio::time::timeout(SHOWN_AFTER, soon).await {
-                    Ok(joined) => joined,
+                    Ok(ended) => ended,
                     Err(_) => {
                         if !self.flush(Durability::Process).await? {
                             cancel.cancel();
@@ -229,24 +234,23 @@ impl Driver<'_> {
                     }
                 }
             };
-            let Some(joined) = self.settle(joined).await? else {
+            let Some(ended) = self.settle(ended).await? else {
                 cancel.cancel();
                 return Ok(());
             };
-            let Some(joined) = joined else {
+            let Some(Ended {
+                outcome,
+                call,
+                observer,
+                span,
+            }) = ended
+            else {
                 break;
-            };
-            let (task_id, outcome) = match joined {
-                Ok((task_id, outcome)) => (task_id, Ok(outcome)),
-                Err(err) => (err.id(), Err(err)),
-            };
-            let Some((call, observer, span)) = calls_by_task.remove(&task_id) else {
-                continue;
             };
             for report in observer.take() {
                 self.record_timed(report)?;
             }
-            let kind = call_result_event(&call, outcome);
+            let kind = outcome_event(&call, outcome);
             telemetry::record_tool_outcome(&span, &kind, self.engine.record_content);
             self.record(kind)?;
             if self.state.status().is_terminal() {

@@ -148,7 +148,10 @@ impl<'e> Driver<'e> {
             self.engine.strategy.name(),
             &self.engine.model.identity(),
         );
-        let outcome = self.drive_loop().instrument(span.clone()).await;
+        // Boxed: the loop's state is allocated when the drive starts, so a
+        // session spawned but not yet polled (thousands of them, in a server
+        // under load) holds a small future, not the loop's whole state.
+        let outcome = Box::pin(self.drive_loop()).instrument(span.clone()).await;
         match &outcome {
             Ok(Drive::Stopped(result)) => {
                 span.record("agent.exit_reason", result.exit_reason.as_str());

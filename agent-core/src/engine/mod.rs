@@ -341,7 +341,10 @@ impl Engine {
         task: impl Into<String>,
         config: Value,
     ) -> Result<RunResult, EngineError> {
-        self.run_as(&new_session_id(), task, config).await
+        let session_id = new_session_id();
+        // Boxed: a run spawned but not yet polled holds a small future, not the
+        // whole run's state.
+        Box::pin(self.run_as(&session_id, task.into(), config)).await
     }
 
     /// [`Engine::run`] under an id the caller chose (a fresh one from

@@ -20,9 +20,8 @@ use crate::types::ToolCall;
 /// How a call ended: its result, or the message of its panic.
 pub(super) type Outcome = Result<Result<ToolOutput, ToolError>, String>;
 
-/// A call that ended, with what its result is recorded with.
-pub(super) struct Ended {
-    pub(super) outcome: Outcome,
+/// A call and what its result is recorded with.
+pub(super) struct Pending {
     pub(super) call: ToolCall,
     pub(super) observer: Arc<CallObserver>,
     pub(super) span: Span,
@@ -33,44 +32,36 @@ type Running = Pin<Box<dyn Future<Output = Outcome> + Send>>;
 /// The running calls of a turn.
 pub(super) enum Calls {
     /// One call, polled by the driver's task.
-    Alone(Option<(Running, ToolCall, Arc<CallObserver>, Span)>),
+    Alone(Option<(Running, Pending)>),
     /// Several calls, each its own task.
     Together {
         set: JoinSet<Result<ToolOutput, ToolError>>,
-        calls: HashMap<Id, (ToolCall, Arc<CallObserver>, Span)>,
+        calls: HashMap<Id, Pending>,
     },
 }
 
-/// A call ready to start: the tool's future and what its result is recorded with.
-pub(super) struct Ready<F> {
-    pub(super) future: F,
-    pub(super) call: ToolCall,
-    pub(super) observer: Arc<CallObserver>,
-    pub(super) span: Span,
-}
-
 impl Calls {
-    /// Starts `ready`: alone when it is one call, as tasks otherwise.
-    pub(super) fn start<F>(ready: Vec<Ready<F>>) -> Self
+    /// Starts the tool futures in `ready`: alone when there is one call, as
+    /// tasks otherwise.
+    pub(super) fn start<F>(ready: Vec<(F, Pending)>) -> Self
     where
         F: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
     {
         if ready.len() == 1 {
-            let alone = ready.into_iter().next().map(|call| {
+            let alone = ready.into_iter().next().map(|(future, pending)| {
                 let future: Running = Box::pin(
-                    AssertUnwindSafe(call.future)
+                    AssertUnwindSafe(future)
                         .catch_unwind()
                         .map(|caught| caught.map_err(payload_message)),
                 );
-                (future, call.call, call.observer, call.span)
+                (future, pending)
             });
             return Self::Alone(alone);
         }
         let mut set = JoinSet::new();
         let mut calls = HashMap::new();
-        for call in ready {
-            let handle = set.spawn(call.future);
-            calls.insert(handle.id(), (call.call, call.observer, call.span));
+        for (future, pending) in ready {
+            calls.insert(set.spawn(future).id(), pending);
         }
         Self::Together { set, calls }
     }
@@ -88,33 +79,23 @@ impl Calls {
         matches!(self, Self::Together { .. })
     }
 
-    /// The next call to end; `None` when all have. Cancel-safe: dropped before
-    /// it is ready, no call is lost.
-    pub(super) async fn next(&mut self) -> Option<Ended> {
+    /// The next call to end and how it ended; `None` when all have. Cancel-safe:
+    /// dropped before it is ready, no call is lost.
+    pub(super) async fn next(&mut self) -> Option<(Outcome, Pending)> {
         match self {
             Self::Alone(alone) => {
-                let (future, ..) = alone.as_mut()?;
+                let (future, _) = alone.as_mut()?;
                 let outcome = future.as_mut().await;
-                let (_, call, observer, span) = alone.take()?;
-                Some(Ended {
-                    outcome,
-                    call,
-                    observer,
-                    span,
-                })
+                let (_, pending) = alone.take()?;
+                Some((outcome, pending))
             }
             Self::Together { set, calls } => loop {
                 let (id, outcome) = match set.join_next_with_id().await? {
                     Ok((id, outcome)) => (id, Ok(outcome)),
                     Err(err) => (err.id(), Err(panic_message(err))),
                 };
-                if let Some((call, observer, span)) = calls.remove(&id) {
-                    return Some(Ended {
-                        outcome,
-                        call,
-                        observer,
-                        span,
-                    });
+                if let Some(pending) = calls.remove(&id) {
+                    return Some((outcome, pending));
                 }
             },
         }

@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use super::driver::{Driver, internal_failure};
 use super::repeat::repeat_message;
-use super::running::{Calls, Ended, Ready};
+use super::running::{Calls, Pending};
 use crate::call::{CallObserver, outcome_event};
 use crate::cancel::Cancellation;
 use crate::error::EngineError;
@@ -205,12 +205,14 @@ impl Driver<'_> {
             let span =
                 telemetry::tool_span(self.state.session_id(), &call, self.engine.record_content);
             let future = async move { tool.call(arguments, &ctx).await }.instrument(span.clone());
-            ready.push(Ready {
+            ready.push((
                 future,
-                call,
-                observer,
-                span,
-            });
+                Pending {
+                    call,
+                    observer,
+                    span,
+                },
+            ));
         }
         let mut running = Calls::start(ready);
         while !running.is_empty() {
@@ -238,12 +240,14 @@ impl Driver<'_> {
                 cancel.cancel();
                 return Ok(());
             };
-            let Some(Ended {
+            let Some((
                 outcome,
-                call,
-                observer,
-                span,
-            }) = ended
+                Pending {
+                    call,
+                    observer,
+                    span,
+                },
+            )) = ended
             else {
                 break;
             };

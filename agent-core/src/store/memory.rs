@@ -81,12 +81,10 @@ impl MemoryLog {
             self.status,
             PublicStatus::Finished | PublicStatus::Failed | PublicStatus::Cancelled
         );
-        let (Some(first), Some(last)) = (self.events.first(), self.events.last()) else {
+        let (true, Some(first), Some(last)) = (ended, self.events.first(), self.events.last())
+        else {
             return;
         };
-        if !ended {
-            return;
-        }
         if let Ok(json) = serde_json::to_string(&self.events) {
             self.packed = Some(PackedLog {
                 json: json.into_boxed_str(),

@@ -254,14 +254,14 @@ impl EventLog for SqliteStore {
             "sqlite append"
         );
         let (reply, answer) = oneshot::channel();
-        let job = Job::Append(AppendJob {
-            session_id: append.session_id.to_owned(),
-            expected: append.expected_seq,
-            events: append.events.to_vec(),
-            status: append.status,
-            durability: append.durability,
+        let job = Job::Append(AppendJob::new(
+            append.session_id,
+            append.expected_seq,
+            append.events,
+            append.status,
+            append.durability,
             reply,
-        });
+        )?);
         self.writer.send(job).map_err(|_| writer_gone())?;
         answer.await.map_err(|_| writer_gone())?
     }

@@ -1,7 +1,9 @@
 //! The writer thread of an SQLite store: every write goes through it. It takes
 //! whatever jobs are waiting, commits the appends among them in one transaction
 //! (a savepoint per append, so one conflict does not abort the others) and
-//! acknowledges each caller only after that commit: group commit.
+//! acknowledges each caller only after that commit: group commit. Callers encode
+//! their events before they queue them, so the one writer thread only runs SQL
+//! while the encoding of concurrent appends spreads over the async workers.
 
 use std::sync::mpsc;
 
@@ -15,14 +17,71 @@ use crate::stats::CommitStats;
 /// Most appends committed in one transaction.
 const MAX_GROUP: usize = 512;
 
+/// An event as the `events` table stores it, its body already encoded.
+pub(super) struct EventRow {
+    seq: u64,
+    at: u64,
+    schema_version: u32,
+    kind: &'static str,
+    body: String,
+}
+
+impl EventRow {
+    /// `event` encoded for its row.
+    pub(super) fn encode(event: &Event) -> Result<Self, StoreError> {
+        let body = serde_json::to_string(&event.kind).map_err(|err| {
+            StoreError::Backend(format!("cannot encode event {}: {err}", event.seq))
+        })?;
+        Ok(Self {
+            seq: event.seq,
+            at: event.at,
+            schema_version: event.schema_version,
+            kind: event.kind.name(),
+            body,
+        })
+    }
+}
+
 /// An append waiting for the writer thread.
 pub(super) struct AppendJob {
     pub(super) session_id: String,
     pub(super) expected: u64,
-    pub(super) events: Vec<Event>,
+    /// The events, in order; never empty.
+    pub(super) rows: Vec<EventRow>,
+    /// The session's task, when this append creates the session.
+    pub(super) task: Option<String>,
     pub(super) status: PublicStatus,
     pub(super) durability: Durability,
     pub(super) reply: oneshot::Sender<Result<(), StoreError>>,
+}
+
+impl AppendJob {
+    /// The job that appends `events` (a checked, non-empty batch) after `expected`.
+    pub(super) fn new(
+        session_id: &str,
+        expected: u64,
+        events: &[Event],
+        status: PublicStatus,
+        durability: Durability,
+        reply: oneshot::Sender<Result<(), StoreError>>,
+    ) -> Result<Self, StoreError> {
+        let task = (expected == 0)
+            .then(|| events.first().and_then(started_task))
+            .flatten()
+            .map(str::to_owned);
+        Ok(Self {
+            session_id: session_id.to_owned(),
+            expected,
+            rows: events
+                .iter()
+                .map(EventRow::encode)
+                .collect::<Result<_, _>>()?,
+            task,
+            status,
+            durability,
+            reply,
+        })
+    }
 }
 
 /// Work for the writer thread.
@@ -130,19 +189,17 @@ fn append_one(
     let mut insert = conn.prepare_cached(
         "INSERT INTO events (session_id, seq, at, schema_version, kind, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?;
-    for event in &job.events {
-        let body = serde_json::to_string(&event.kind)
-            .map_err(|err| rusqlite::Error::ToSqlConversionFailure(Box::new(err)))?;
+    for row in &job.rows {
         insert.execute(params![
             job.session_id,
-            event.seq,
-            event.at,
-            event.schema_version,
-            event.kind.name(),
-            body
+            row.seq,
+            row.at,
+            row.schema_version,
+            row.kind,
+            row.body
         ])?;
     }
-    let (Some(first), Some(last)) = (job.events.first(), job.events.last()) else {
+    let (Some(first), Some(last)) = (job.rows.first(), job.rows.last()) else {
         return Ok(Ok(()));
     };
     let status = job.status.as_str();
@@ -152,7 +209,7 @@ fn append_one(
         )?
         .execute(params![
             job.session_id,
-            started_task(first).unwrap_or_default(),
+            job.task.as_deref().unwrap_or_default(),
             status,
             last.seq,
             first.at,

@@ -16,6 +16,8 @@ mod error;
 mod postgres;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod process;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod rows;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

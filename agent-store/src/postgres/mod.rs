@@ -36,6 +36,7 @@ pub use self::target::PostgresTarget;
 use self::writer::{PgAppend, WRITERS, write_groups};
 use crate::error::OpenError;
 use crate::process::ProcessIdentity;
+use crate::rows::{EventRow, created_task};
 use crate::stats::CommitStats;
 
 /// Longest wait for one statement or one connection from the pool.
@@ -307,7 +308,8 @@ impl EventLog for PostgresStore {
             .send(PgAppend {
                 session_id: append.session_id.to_owned(),
                 expected: append.expected_seq,
-                events: append.events.to_vec(),
+                rows: EventRow::encode_all(append.events)?,
+                task: created_task(append.expected_seq, append.events),
                 status: append.status,
                 durability: append.durability,
                 reply,

@@ -9,11 +9,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::{Durability, Event, PublicStatus, StoreError};
+use agent_core::{Durability, PublicStatus, StoreError};
 use deadpool_postgres::Pool;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::{OPERATION_TIMEOUT, detail};
+use crate::rows::EventRow;
 use crate::stats::CommitStats;
 
 /// One group of appends in one statement (and so one transaction): append `i`
@@ -72,7 +73,10 @@ const ATTEMPTS: u32 = 3;
 pub(super) struct PgAppend {
     pub(super) session_id: String,
     pub(super) expected: u64,
-    pub(super) events: Vec<Event>,
+    /// The events, encoded by the caller ([`EventRow`]); never empty.
+    pub(super) rows: Vec<EventRow>,
+    /// The session's task, when this append creates the session.
+    pub(super) task: String,
     pub(super) status: PublicStatus,
     pub(super) durability: Durability,
     pub(super) reply: oneshot::Sender<Result<(), StoreError>>,
@@ -127,10 +131,11 @@ fn signed(value: u64) -> i64 {
 }
 
 impl Arrays {
-    fn of(group: &[PgAppend]) -> Result<Self, String> {
+    /// Moves the rows and tasks out of `group`, which keeps what answering it needs.
+    fn of(group: &mut [PgAppend]) -> Result<Self, String> {
         let mut arrays = Self::default();
         for (index, append) in (1i32..).zip(group) {
-            let (Some(first), Some(last)) = (append.events.first(), append.events.last()) else {
+            let (Some(first), Some(last)) = (append.rows.first(), append.rows.last()) else {
                 return Err("an append without events".into());
             };
             arrays.session.push(append.session_id.clone());
@@ -138,24 +143,17 @@ impl Arrays {
             arrays.last.push(signed(last.seq));
             arrays.created.push(signed(first.at));
             arrays.updated.push(signed(last.at));
-            arrays.task.push(
-                agent_core::store::support::started_task(first)
-                    .unwrap_or_default()
-                    .to_owned(),
-            );
+            arrays.task.push(std::mem::take(&mut append.task));
             arrays.status.push(append.status.as_str().to_owned());
-            for event in &append.events {
+            for row in std::mem::take(&mut append.rows) {
                 arrays.event_append.push(index);
-                arrays.seq.push(signed(event.seq));
-                arrays.at.push(signed(event.at));
+                arrays.seq.push(signed(row.seq));
+                arrays.at.push(signed(row.at));
                 arrays
                     .version
-                    .push(i32::try_from(event.schema_version).unwrap_or(i32::MAX));
-                arrays.kind.push(event.kind.name().to_owned());
-                arrays.body.push(
-                    serde_json::to_string(&event.kind)
-                        .map_err(|err| format!("cannot serialise event {}: {err}", event.seq))?,
-                );
+                    .push(i32::try_from(row.schema_version).unwrap_or(i32::MAX));
+                arrays.kind.push(row.kind.to_owned());
+                arrays.body.push(row.body);
             }
         }
         Ok(arrays)
@@ -178,7 +176,7 @@ async fn commit(pool: &Pool, group: Vec<PgAppend>, stats: &CommitStats, shown: &
 /// Commits `group` in one transaction, durably or not.
 async fn commit_one(
     pool: &Pool,
-    group: Vec<PgAppend>,
+    mut group: Vec<PgAppend>,
     durable: bool,
     stats: &CommitStats,
     shown: &str,
@@ -186,7 +184,7 @@ async fn commit_one(
     if group.is_empty() {
         return;
     }
-    let outcome = match Arrays::of(&group) {
+    let outcome = match Arrays::of(&mut group) {
         Ok(arrays) => attempt(pool, &arrays, durable, shown).await,
         Err(message) => Err(message),
     };

@@ -2,45 +2,19 @@
 //! whatever jobs are waiting, commits the appends among them in one transaction
 //! (a savepoint per append, so one conflict does not abort the others) and
 //! acknowledges each caller only after that commit: group commit. Callers encode
-//! their events before they queue them, so the one writer thread only runs SQL
-//! while the encoding of concurrent appends spreads over the async workers.
+//! their events before they queue them ([`EventRow`]), so the thread only runs SQL.
 
 use std::sync::mpsc;
 
-use agent_core::store::support::started_task;
 use agent_core::{Durability, Event, PublicStatus, StoreError};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use tokio::sync::oneshot;
 
+use crate::rows::{EventRow, created_task};
 use crate::stats::CommitStats;
 
 /// Most appends committed in one transaction.
 const MAX_GROUP: usize = 512;
-
-/// An event as the `events` table stores it, its body already encoded.
-pub(super) struct EventRow {
-    seq: u64,
-    at: u64,
-    schema_version: u32,
-    kind: &'static str,
-    body: String,
-}
-
-impl EventRow {
-    /// `event` encoded for its row.
-    pub(super) fn encode(event: &Event) -> Result<Self, StoreError> {
-        let body = serde_json::to_string(&event.kind).map_err(|err| {
-            StoreError::Backend(format!("cannot encode event {}: {err}", event.seq))
-        })?;
-        Ok(Self {
-            seq: event.seq,
-            at: event.at,
-            schema_version: event.schema_version,
-            kind: event.kind.name(),
-            body,
-        })
-    }
-}
 
 /// An append waiting for the writer thread.
 pub(super) struct AppendJob {
@@ -49,7 +23,7 @@ pub(super) struct AppendJob {
     /// The events, in order; never empty.
     pub(super) rows: Vec<EventRow>,
     /// The session's task, when this append creates the session.
-    pub(super) task: Option<String>,
+    pub(super) task: String,
     pub(super) status: PublicStatus,
     pub(super) durability: Durability,
     pub(super) reply: oneshot::Sender<Result<(), StoreError>>,
@@ -65,18 +39,11 @@ impl AppendJob {
         durability: Durability,
         reply: oneshot::Sender<Result<(), StoreError>>,
     ) -> Result<Self, StoreError> {
-        let task = (expected == 0)
-            .then(|| events.first().and_then(started_task))
-            .flatten()
-            .map(str::to_owned);
         Ok(Self {
             session_id: session_id.to_owned(),
             expected,
-            rows: events
-                .iter()
-                .map(EventRow::encode)
-                .collect::<Result<_, _>>()?,
-            task,
+            rows: EventRow::encode_all(events)?,
+            task: created_task(expected, events),
             status,
             durability,
             reply,
@@ -209,7 +176,7 @@ fn append_one(
         )?
         .execute(params![
             job.session_id,
-            job.task.as_deref().unwrap_or_default(),
+            job.task,
             status,
             last.seq,
             first.at,

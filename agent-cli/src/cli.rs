@@ -364,6 +364,11 @@ pub struct RunFlags {
     /// Calls of these tools wait for a human decision (`agent approve` / `agent deny`).
     #[arg(long, value_name = "a,b", value_delimiter = ',')]
     pub approve_tools: Option<Vec<String>>,
+    /// Tools flagged `needs_approval` whose calls this session runs without a
+    /// human decision; recorded with the session, so its resumes and workers
+    /// obey it too.
+    #[arg(long, value_name = "a,b", value_delimiter = ',')]
+    pub waive_approval: Option<Vec<String>>,
     /// Built-in tools the model may call, comma-separated (default: none).
     #[arg(long, value_name = "a,b,c", value_delimiter = ',')]
     pub tools: Option<Vec<String>>,
@@ -491,6 +496,7 @@ impl RunFlags {
                 .then(|| self.fallback_models.clone()),
             strategy: self.strategy.clone(),
             approve_tools: self.approve_tools.clone(),
+            waive_approval: self.waive_approval.clone(),
             tools: self.tools.clone(),
             workspace: self.workspace.clone(),
             allow_cmd: self.allow_cmd.clone(),

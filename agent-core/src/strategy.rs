@@ -87,6 +87,9 @@ pub struct WorkContext {
     pub workspace: Arc<Path>,
     /// Per-request output cap for model calls.
     pub max_output_tokens: Option<u32>,
+    /// Arguments a human gave when approving this work's tool call (see
+    /// [`StrategyWork::tool_call`]); the work calls its tool with them.
+    pub approved_arguments: Option<Value>,
 }
 
 /// The strategy event a piece of work leaves.
@@ -105,6 +108,25 @@ pub struct WorkRecord {
 pub trait StrategyWork: Send + Sync {
     /// Does the work; the result is recorded as a strategy event.
     async fn perform(&self, ctx: &WorkContext) -> WorkRecord;
+
+    /// The tool call this work makes, if it calls a tool (a workflow's tool
+    /// node), with an id unique in the session. The engine asks a human first
+    /// when the tool's spec sets `needs_approval`, as it does for a model's
+    /// calls, and starts the work only once it was approved.
+    fn tool_call(&self, ctx: &WorkContext) -> Option<ToolCall> {
+        let _ = ctx;
+        None
+    }
+
+    /// The record of this work when a human denied its tool call, instead of
+    /// performing it.
+    fn denied(&self, reason: &str) -> WorkRecord {
+        WorkRecord {
+            name: "work_denied".into(),
+            data: serde_json::json!({ "reason": reason }),
+            usage: None,
+        }
+    }
 }
 
 /// One piece of work with a key that names it (a node's name).

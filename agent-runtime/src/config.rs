@@ -102,6 +102,11 @@ pub struct SessionConfig {
     /// Tools whose calls wait for a human decision.
     #[serde(default)]
     pub approve_tools: Vec<String>,
+    /// Tools flagged `needs_approval` whose calls this session runs without
+    /// a decision (`--waive-approval`); recorded under the key the engine
+    /// reads ([`agent_core::WAIVE_APPROVAL`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waive_approval: Vec<String>,
     /// Built-in tool names.
     #[serde(default)]
     pub tools: Vec<String>,
@@ -216,6 +221,8 @@ pub struct RunOptions {
     pub strategy: Option<String>,
     /// `--approve-tools`.
     pub approve_tools: Option<Vec<String>>,
+    /// `--waive-approval`.
+    pub waive_approval: Option<Vec<String>>,
     /// `--tools`.
     pub tools: Option<Vec<String>>,
     /// `--workspace`.
@@ -331,6 +338,7 @@ impl SessionConfig {
             fallback_models,
             strategy: options.strategy.clone().unwrap_or(base.strategy.clone()),
             approve_tools: or(&options.approve_tools, &base.approve_tools),
+            waive_approval: or(&options.waive_approval, &base.waive_approval),
             tools: or(&options.tools, &base.tools),
             allow_cmd: or(&options.allow_cmd, &base.allow_cmd),
             finish_when: options.finish_when.clone().or(base.finish_when.clone()),
@@ -392,6 +400,7 @@ impl SessionConfig {
             fallback_models: Vec::new(),
             strategy: default_strategy(),
             approve_tools: Vec::new(),
+            waive_approval: Vec::new(),
             tools: Vec::new(),
             allow_cmd: Vec::new(),
             finish_when: None,
@@ -650,6 +659,22 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("unknown tool `nope`"), "{err}");
+    }
+
+    #[test]
+    fn a_waived_tool_is_recorded_where_the_engine_reads_it() {
+        let config = SessionConfig::resolve(
+            &RunOptions {
+                model: Some("scripted:script.json".into()),
+                waive_approval: Some(vec!["deploy".into()]),
+                ..RunOptions::default()
+            },
+            None,
+            &std::env::temp_dir(),
+        )
+        .unwrap();
+        assert!(agent_core::approval_waived(&config.to_value(), "deploy"));
+        assert!(!agent_core::approval_waived(&config.to_value(), "other"));
     }
 
     #[test]

@@ -95,7 +95,7 @@ impl Session {
             ),
             None => None,
         };
-        let strategy = strategy(config, toolbox)?;
+        let strategy = strategy(config)?;
         let counter = model
             .token_counter()
             .unwrap_or_else(|| Arc::new(EstimatedTokens));
@@ -188,18 +188,12 @@ pub fn trace_sink(config: &SessionConfig) -> Result<Option<Arc<dyn EventSink>>, 
     Ok(Some(Arc::new(trace)))
 }
 
-/// The strategy: ReAct or Plan-and-Execute, behind Human-in-the-Loop when any
-/// call may need approval.
-fn strategy(
-    config: &SessionConfig,
-    toolbox: &Toolbox,
-) -> Result<Arc<dyn ExecutionStrategy>, ConfigError> {
-    let specs = toolbox.specs();
-    let policy = ApprovalPolicy::new()
-        .tools(config.approve_tools.clone())
-        .flagged(&specs);
-    let needs_hitl =
-        !config.approve_tools.is_empty() || specs.iter().any(|spec| spec.needs_approval);
+/// The strategy: ReAct or Plan-and-Execute, behind Human-in-the-Loop when
+/// `--approve-tools` names tools. Tools flagged `needs_approval` need no
+/// wrapper: the engine holds their calls for a decision under any strategy.
+fn strategy(config: &SessionConfig) -> Result<Arc<dyn ExecutionStrategy>, ConfigError> {
+    let policy = ApprovalPolicy::new().tools(config.approve_tools.clone());
+    let needs_hitl = !config.approve_tools.is_empty();
     Ok(match (config.strategy.as_str(), needs_hitl) {
         ("react", false) => Arc::new(ReAct::new()),
         ("react", true) => Arc::new(Hitl::new(ReAct::new(), policy)),

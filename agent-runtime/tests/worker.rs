@@ -369,3 +369,94 @@ async fn a_stopping_worker_finishes_what_it_started_or_gives_it_back() {
     worker.await.unwrap();
     assert_eq!(lines_of(&dir.0), vec!["drained".to_owned()]);
 }
+
+/// How many times `deploy` really ran.
+static DEPLOYS: AtomicU32 = AtomicU32::new(0);
+
+/// Deploys a service (only with a human's approval).
+#[derive(serde::Deserialize, schemars::JsonSchema, agent::prelude::Tool)]
+#[tool(needs_approval)]
+struct Deploy {
+    /// The service.
+    service: String,
+}
+
+impl Deploy {
+    async fn run(self, _ctx: &agent::ToolContext) -> Result<String, agent::ToolError> {
+        DEPLOYS.fetch_add(1, Ordering::SeqCst);
+        Ok(format!("deployed {}", self.service))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_holds_a_flagged_tool_for_approval_and_runs_it_once_approved() {
+    let dir = Dir::new("approval");
+    let store = sqlite(&dir.0).await;
+    let script = dir.0.join("deploy.json");
+    std::fs::write(
+        &script,
+        json!([
+            {"type": "tool_call", "tool_name": "deploy", "arguments": {"service": "web"}},
+            {"type": "finish", "answer": "deployed"}
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let options = RunOptions {
+        model: Some(format!("scripted:{}", script.display())),
+        workspace: Some(dir.0.clone()),
+        ..RunOptions::default()
+    };
+    let config = SessionConfig::resolve(&options, None, &dir.0).unwrap();
+    let deploy: Arc<dyn agent::Tool> = Arc::new(agent::tools::Typed::<Deploy>::new());
+    let session = Session::open(
+        &config,
+        store.clone(),
+        SessionOptions {
+            queue: Some(store.clone()),
+            extra_tools: vec![Arc::clone(&deploy)],
+            ..SessionOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let id = session
+        .engine
+        .submit("deploy web", config.to_value())
+        .await
+        .unwrap();
+    let shutdown = Cancellation::new();
+    let worker = tokio::spawn(
+        Worker::builder(store.clone())
+            .name("w")
+            .tool(Arc::clone(&deploy))
+            .claim_ttl(Duration::from_millis(600))
+            .shutdown(shutdown.clone())
+            .log(log().0)
+            .build()
+            .run(),
+    );
+    let mut paused = None;
+    for _ in 0..1500 {
+        let state = load_state(store.as_ref(), &id).await.unwrap();
+        assert!(state.run_result().is_none(), "{:?}", state.run_result());
+        paused = state.awaiting_result();
+        if paused.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let paused = paused.expect("the session never waited for approval");
+    assert_eq!(paused.pending[0].tool_name, "deploy");
+    assert_eq!(DEPLOYS.load(Ordering::SeqCst), 0, "it ran before approval");
+    let decided = agent_runtime::control::approve(store.as_ref(), &id, None, None, "tester")
+        .await
+        .unwrap();
+    assert!(decided.queued, "{decided:?}");
+    let result = ended(&store, &id).await;
+    assert_eq!(result.exit_reason, ExitReason::Finished, "{result:?}");
+    assert_eq!(DEPLOYS.load(Ordering::SeqCst), 1);
+    shutdown.cancel();
+    worker.await.unwrap();
+    session.shutdown().await;
+}

@@ -1,6 +1,7 @@
 //! Human-in-the-Loop: wraps any strategy. A policy marks calls that need a human
-//! decision — by tool name, by the tool's `needs_approval` flag, or by a predicate
-//! in code. Such calls pause the session durably (`awaiting_approval`) until they
+//! decision — by tool name or by a predicate in code. (Tools whose spec sets
+//! `needs_approval` need no policy: the engine holds their calls under every
+//! strategy.) Such calls pause the session durably (`awaiting_approval`) until they
 //! are approved (perhaps with edited arguments) or denied. The policy is recorded
 //! in the session's log at start, and a resume obeys the recorded policy as well as
 //! its own, so a resume can never drop it.

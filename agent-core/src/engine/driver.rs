@@ -230,7 +230,14 @@ impl<'e> Driver<'e> {
     async fn perform(&mut self, decision: Decision) -> Result<(), EngineError> {
         match decision {
             Decision::CallModel(call) => self.call_model(call).await,
-            Decision::Dispatch(calls) => self.dispatch(calls).await,
+            Decision::Dispatch(calls) => {
+                let waiting = self.awaiting_decision(&calls);
+                if waiting.is_empty() {
+                    self.dispatch(calls).await
+                } else {
+                    self.record(EventKind::ApprovalRequested { calls: waiting })
+                }
+            }
             Decision::Finish { .. }
                 if !self.state.pending_messages().is_empty()
                     && self.state.proposed_finish().is_some() =>

@@ -25,6 +25,7 @@
 //! it is doing, reloads the log and decides again. A stale append is a conflict
 //! handled the same way, so no update is ever lost.
 
+mod approval;
 mod aside;
 mod commit;
 mod context_step;
@@ -70,6 +71,7 @@ use crate::tool::Toolbox;
 use self::driver::Driver;
 use self::lease::{Lease, LeaseSignal};
 
+pub use self::approval::{WAIVE_APPROVAL, approval_waived};
 pub use self::repeat::is_repeated_call_answer;
 pub use self::tool_step::INTERRUPTED;
 

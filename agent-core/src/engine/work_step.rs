@@ -13,10 +13,23 @@ use tokio::task::JoinSet;
 use super::driver::{Driver, internal_failure};
 use crate::call::panic_message;
 use crate::error::EngineError;
-use crate::event::EventKind;
+use crate::event::{ApprovalDecision, EventKind};
 use crate::guard::Checkpoint;
 use crate::store::Durability;
 use crate::strategy::{Work, WorkContext, WorkRecord};
+use crate::types::ToolCall;
+
+/// Where a piece of work stands as far as approval goes.
+enum WorkApproval {
+    /// It makes no call that needs a decision.
+    Free,
+    /// Its call waits for a decision.
+    Undecided(ToolCall),
+    /// Its call was approved, perhaps with these arguments.
+    Approved(Option<serde_json::Value>),
+    /// Its call was denied for this reason.
+    Denied(String),
+}
 
 /// Strategy work in flight, by key.
 #[derive(Default)]
@@ -52,10 +65,24 @@ impl Driver<'_> {
             if self.work.is_running(&item.key) {
                 continue;
             }
+            let mut ctx = self.work_context();
+            match self.work_approval(&item, &ctx) {
+                WorkApproval::Free => {}
+                WorkApproval::Approved(arguments) => ctx.approved_arguments = arguments,
+                WorkApproval::Denied(reason) => {
+                    let record = item.job.denied(&reason);
+                    return self.record_work(record).await;
+                }
+                WorkApproval::Undecided(call) if self.work.keys.is_empty() => {
+                    return self.record(EventKind::ApprovalRequested { calls: vec![call] });
+                }
+                // Asked for once the work in flight is done, since a session
+                // that waits for a human runs nothing.
+                WorkApproval::Undecided(_) => continue,
+            }
             if !self.guarded(Checkpoint::Work(&item.key)).await? {
                 return Ok(());
             }
-            let ctx = self.work_context();
             let job = item.job;
             let handle = self
                 .work
@@ -63,32 +90,59 @@ impl Driver<'_> {
                 .spawn(async move { job.perform(&ctx).await });
             self.work.keys.insert(handle.id(), item.key);
         }
+        if self.work.keys.is_empty() {
+            return Ok(());
+        }
         let mut work = std::mem::take(&mut self.work);
         let joined = self.bounds.wait(work.running.join_next_with_id()).await;
         self.work = work;
         let Some(Some(joined)) = self.settle(joined).await? else {
             return Ok(());
         };
-        let kind = match joined {
+        match joined {
             Ok((id, record)) => {
                 self.work.keys.remove(&id);
-                EventKind::Strategy {
-                    strategy: self.engine.strategy.name().to_owned(),
-                    name: record.name,
-                    data: record.data,
-                    usage: record.usage,
-                }
+                self.record_work(record).await
             }
             Err(err) => {
                 let key = self.work.keys.remove(&err.id()).unwrap_or_default();
-                internal_failure(format!("work `{key}` panicked: {}", panic_message(err)))
+                self.record(internal_failure(format!(
+                    "work `{key}` panicked: {}",
+                    panic_message(err)
+                )))
             }
-        };
-        self.record(kind)?;
+        }
+    }
+
+    /// Records the result of a piece of work and commits it.
+    async fn record_work(&mut self, record: WorkRecord) -> Result<(), EngineError> {
+        self.record(EventKind::Strategy {
+            strategy: self.engine.strategy.name().to_owned(),
+            name: record.name,
+            data: record.data,
+            usage: record.usage,
+        })?;
         if !self.state.status().is_terminal() {
             self.flush(Durability::Full).await?;
         }
         Ok(())
+    }
+
+    /// Whether `item` may start as far as approval goes.
+    fn work_approval(&self, item: &Work, ctx: &WorkContext) -> WorkApproval {
+        let Some(call) = item.job.tool_call(ctx) else {
+            return WorkApproval::Free;
+        };
+        if !self.tool_needs_approval(&call.tool_name) {
+            return WorkApproval::Free;
+        }
+        match self.state.work_decision(&call.id) {
+            None => WorkApproval::Undecided(call),
+            Some(ApprovalDecision::Approved { arguments }) => {
+                WorkApproval::Approved(arguments.clone())
+            }
+            Some(ApprovalDecision::Denied { reason }) => WorkApproval::Denied(reason.clone()),
+        }
     }
 
     fn work_context(&self) -> WorkContext {
@@ -99,6 +153,7 @@ impl Driver<'_> {
             tools: self.engine.tools.clone(),
             workspace: std::sync::Arc::clone(&self.engine.workspace),
             max_output_tokens: self.engine.max_output_tokens,
+            approved_arguments: None,
         }
     }
 }

@@ -157,6 +157,21 @@ pub struct SessionState {
     /// Messages added while the session ran, not yet in the history.
     #[serde(default)]
     pending_messages: Vec<String>,
+    /// Tool calls strategy work makes (a workflow's tool nodes) that needed a
+    /// human decision, with the decision once made.
+    #[serde(default)]
+    work_approvals: Vec<WorkApproval>,
+    /// While work approvals are awaited: the status the session goes back to
+    /// once they are all decided.
+    #[serde(default)]
+    approved_from: Option<Status>,
+}
+
+/// A tool call of strategy work that waits (or waited) for a human decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct WorkApproval {
+    call: ToolCall,
+    decision: Option<ApprovalDecision>,
 }
 
 impl SessionState {
@@ -196,6 +211,8 @@ impl SessionState {
             pause_requested: false,
             paused_from: None,
             pending_messages: Vec::new(),
+            work_approvals: Vec::new(),
+            approved_from: None,
         }
     }
 
@@ -390,12 +407,19 @@ impl SessionState {
         &self.records
     }
 
-    /// Calls of the current turn that need a decision and have none, in proposal order.
+    /// Calls that need a decision and have none, in the order they were asked
+    /// for: those of the current turn, or those of strategy work.
     pub fn undecided_calls(&self) -> Vec<ToolCall> {
         self.turn
             .iter()
             .filter(|p| p.needs_decision && p.decision.is_none())
             .map(|p| p.call.clone())
+            .chain(
+                self.work_approvals
+                    .iter()
+                    .filter(|w| w.decision.is_none())
+                    .map(|w| w.call.clone()),
+            )
             .collect()
     }
 
@@ -404,6 +428,15 @@ impl SessionState {
         self.turn
             .iter()
             .any(|p| p.call.id == call_id && p.decision.is_some())
+    }
+
+    /// The human decision on a tool call of strategy work (a workflow's tool
+    /// node), once it was asked for and made.
+    pub fn work_decision(&self, call_id: &str) -> Option<&ApprovalDecision> {
+        self.work_approvals
+            .iter()
+            .find(|w| w.call.id == call_id)
+            .and_then(|w| w.decision.as_ref())
     }
 
     /// The result to report while calls wait for approval; `None` otherwise.

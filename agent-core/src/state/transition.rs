@@ -5,7 +5,9 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::{LastAnswer, Outcome, SessionState, StateError, Status, StrategyRecord, TurnCall};
+use super::{
+    LastAnswer, Outcome, SessionState, StateError, Status, StrategyRecord, TurnCall, WorkApproval,
+};
 use crate::event::{ApprovalDecision, EventKind};
 use crate::history::HistoryItem;
 use crate::result::ExitReason;
@@ -159,6 +161,25 @@ impl SessionState {
                 pending.observation = Some(observation.clone());
                 self.close_turn_if_complete(seq);
             }
+            EventKind::ApprovalRequested { calls }
+                if matches!(self.status, Status::Idle | Status::Observing) =>
+            {
+                // Tool calls of strategy work, which are not part of a turn.
+                require(!calls.is_empty())?;
+                if let Some(call) = calls.iter().find(|call| {
+                    self.work_approvals.iter().any(|w| w.call.id == call.id)
+                        || self.turn.iter().any(|p| p.call.id == call.id)
+                }) {
+                    return Err(unexpected(&call.id));
+                }
+                self.work_approvals
+                    .extend(calls.iter().map(|call| WorkApproval {
+                        call: call.clone(),
+                        decision: None,
+                    }));
+                self.approved_from = Some(self.status);
+                self.status = Status::AwaitingApproval;
+            }
             EventKind::ApprovalRequested { calls } => {
                 require(self.status == Status::ActionPending && !calls.is_empty())?;
                 if let Some(call) = calls.iter().find(|call| {
@@ -189,10 +210,23 @@ impl SessionState {
                     return Err(unexpected(call_id));
                 }
                 require(*remaining as usize + 1 == waiting.len())?;
-                self.decide(call_id, decision, by);
+                if let Some(work) = self
+                    .work_approvals
+                    .iter_mut()
+                    .find(|w| &w.call.id == call_id)
+                {
+                    work.decision = Some(decision.clone());
+                } else {
+                    self.decide(call_id, decision, by);
+                }
                 if *remaining == 0 {
-                    self.status = Status::ActionPending;
-                    self.close_turn_if_complete(seq);
+                    match self.approved_from.take() {
+                        Some(status) => self.status = status,
+                        None => {
+                            self.status = Status::ActionPending;
+                            self.close_turn_if_complete(seq);
+                        }
+                    }
                 }
             }
             EventKind::Strategy {

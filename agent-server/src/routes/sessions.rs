@@ -112,6 +112,9 @@ impl CreateSession {
             fallback_models: self.fallback_models,
             strategy: self.strategy,
             approve_tools: self.approve_tools,
+            // Waiving a tool's own approval flag is the operator's, not an API
+            // client's, to decide.
+            waive_approval: None,
             tools: self.tools,
             workspace: self.workspace,
             allow_cmd: self.allow_cmd,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use agent_core::{
     Action, Decision, ExecutionStrategy, ExitReason, ModelContext, ModelRequest, SessionState,
-    StrategyError, StrategyWork, ToolContext, Work, WorkContext, WorkRecord,
+    StrategyError, StrategyWork, ToolCall, ToolContext, Work, WorkContext, WorkRecord,
 };
 use async_trait::async_trait;
 use petgraph::Direction;
@@ -371,6 +371,11 @@ impl NodeJob {
         }
     }
 
+    /// The id of the node's tool call, in approvals and tool contexts.
+    fn call_id(&self) -> String {
+        format!("node:{}", self.name)
+    }
+
     fn failed(&self, error: String, usage: Option<agent_core::Usage>) -> WorkRecord {
         WorkRecord {
             name: NODE_FAILED.into(),
@@ -418,15 +423,13 @@ impl StrategyWork for NodeJob {
                 let Some(handler) = ctx.tools.get(tool) else {
                     return self.failed(format!("unknown tool `{tool}`"), None);
                 };
-                let call_ctx = ToolContext::new(
-                    &ctx.session_id,
-                    format!("node:{}", self.name),
-                    Arc::clone(&ctx.workspace),
-                );
-                match handler
-                    .call(render_value(arguments, &ctx.task, &self.outputs), &call_ctx)
-                    .await
-                {
+                let call_ctx =
+                    ToolContext::new(&ctx.session_id, self.call_id(), Arc::clone(&ctx.workspace));
+                let arguments = ctx
+                    .approved_arguments
+                    .clone()
+                    .unwrap_or_else(|| render_value(arguments, &ctx.task, &self.outputs));
+                match handler.call(arguments, &call_ctx).await {
                     Ok(output) => self.completed(Value::String(output.content), None),
                     Err(err) => self.failed(err.to_string(), None),
                 }
@@ -461,6 +464,21 @@ impl StrategyWork for NodeJob {
             },
             NodeKind::Branch { test, .. } => self.completed(Value::Bool(test(&self.outputs)), None),
         }
+    }
+
+    fn tool_call(&self, ctx: &WorkContext) -> Option<ToolCall> {
+        match &self.node.kind {
+            NodeKind::Tool { tool, arguments } => Some(ToolCall {
+                id: self.call_id(),
+                tool_name: tool.clone(),
+                arguments: render_value(arguments, &ctx.task, &self.outputs),
+            }),
+            _ => None,
+        }
+    }
+
+    fn denied(&self, reason: &str) -> WorkRecord {
+        self.failed(format!("its tool call was denied: {reason}"), None)
     }
 }
 

@@ -571,3 +571,61 @@ async fn resume_reruns_idempotent_calls_and_reports_others_as_interrupted() {
         "resuming an ended session returns its stored result"
     );
 }
+
+/// Looks at the store the moment it is called: what the engine had written by
+/// the time an idempotent tool started.
+struct Witness {
+    spec: ToolSpec,
+    store: Arc<MemoryStore>,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+#[async_trait]
+impl Tool for Witness {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, _: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let log = self.store.load(&ctx.session_id).await.unwrap();
+        *self.seen.lock().unwrap() = log.iter().map(|e| e.kind.name().to_owned()).collect();
+        Ok("seen".into())
+    }
+}
+
+/// Regression: a response was held in memory while its idempotent calls ran,
+/// so a process killed during them lost it and a resume paid for the step again.
+#[tokio::test]
+async fn a_model_response_is_written_before_its_idempotent_calls_start() {
+    let store = Arc::new(MemoryStore::new());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let witness = Witness {
+        spec: spec("witness", true),
+        store: store.clone(),
+        seen: seen.clone(),
+    };
+    let engine = Engine::builder(
+        Arc::new(
+            ScriptedModel::from_values(vec![
+                json!({"type": "tool_call", "tool_name": "witness", "arguments": {}}),
+                finish("done"),
+            ])
+            .unwrap(),
+        ),
+        Arc::new(ReAct::new()),
+    )
+    .tools({
+        let mut registry = ToolRegistry::new();
+        registry.register_shared(Arc::new(witness)).unwrap();
+        registry.into_toolbox()
+    })
+    .store(store.clone())
+    .build();
+    let result = engine.run("task", json!({})).await.unwrap();
+    assert_eq!(result.exit_reason, ExitReason::Finished);
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.ends_with(&["model_responded".to_owned(), "action_dispatched".to_owned()]),
+        "written when the tool started: {seen:?}"
+    );
+}

@@ -247,6 +247,11 @@ impl<'e> Driver<'e> {
                 })
             }
             Decision::Finish { answer } => {
+                // A completion gate runs a program: the response it checks is
+                // written first, so a crash during the check does not lose it.
+                if self.engine.gated && !self.flush(Durability::Process).await? {
+                    return Ok(());
+                }
                 if self.guarded(Checkpoint::Finish(&answer)).await? {
                     let output = self
                         .engine

@@ -14,8 +14,10 @@
 //!    before its tools run (with fsync if any tool is not idempotent, otherwise
 //!    without: they survive a killed process, and after a power cut the model is
 //!    simply asked again); a non-idempotent call's result the moment it returns,
-//!    and each piece of strategy work as it completes. A step of idempotent tools
-//!    therefore costs one fsync.
+//!    and each piece of strategy work as it completes. A model's response is
+//!    written (without fsync) before anything acts on it: before its calls run
+//!    and before a completion gate checks its finish. A step of idempotent
+//!    tools therefore costs one fsync.
 //!
 //! The parts: [`model_step`] asks the model and records its response,
 //! [`tool_step`] dispatches and runs tool calls (and settles calls a crash left in
@@ -102,6 +104,9 @@ pub struct Engine {
     reflect_every: Option<u32>,
     output: Option<Arc<OutputSchema>>,
     deltas: Option<Arc<dyn DeltaSink>>,
+    /// Whether a completion gate (a program that may act on the workspace)
+    /// checks every finish.
+    gated: bool,
 }
 
 /// How a [`Engine::drive`] ended.
@@ -272,11 +277,13 @@ impl EngineBuilder {
         }
         guards.insert(0, Arc::new(self.budgets));
         guards.extend(self.guards);
+        let gated = self.gate.is_some();
         if let Some(gate) = self.gate {
             guards.push(Arc::new(FinishGate(gate)));
         }
         Engine {
             guards,
+            gated,
             ..self.engine
         }
     }
@@ -318,6 +325,7 @@ impl Engine {
                 reflect_every: None,
                 output: None,
                 deltas: None,
+                gated: false,
             },
             budgets: Budgets::default(),
             guards: Vec::new(),

@@ -74,11 +74,6 @@ impl Calls {
         }
     }
 
-    /// Whether the calls run as tasks (so they need the driver to yield to start).
-    pub(super) fn are_tasks(&self) -> bool {
-        matches!(self, Self::Together { .. })
-    }
-
     /// The next call to end and how it ended; `None` when all have. Cancel-safe:
     /// dropped before it is ready, no call is lost.
     pub(super) async fn next(&mut self) -> Option<(Outcome, Pending)> {

@@ -1,8 +1,10 @@
-//! The tool step: guard a turn's calls, record their dispatch — committed durably
-//! before any call that is not idempotent runs, committed with the results
-//! otherwise — run them concurrently (bounded), and record each result as it
-//! arrives — committed at once when its tool is not idempotent, so a finished side
-//! effect is never run twice. After a crash, calls left in flight are re-run when
+//! The tool step: guard a turn's calls, record their dispatch and commit it with
+//! the model response that proposed them before any of them runs — with fsync
+//! when any call is not idempotent, without otherwise (a write that survives a
+//! killed process; the next step's commit makes it durable against power loss)
+//! — run them concurrently (bounded), and record each result as it arrives —
+//! committed at once when its tool is not idempotent, so a finished side effect
+//! is never run twice. After a crash, calls left in flight are re-run when
 //! idempotent and otherwise completed with [`INTERRUPTED`].
 
 use std::sync::Arc;
@@ -26,11 +28,6 @@ use crate::types::{Observation, ToolCall};
 
 /// The observation a non-idempotent call gets when a crash left its outcome unknown.
 pub const INTERRUPTED: &str = "interrupted: outcome unknown";
-
-/// How long idempotent calls run before what is recorded of them so far (their
-/// dispatch, the results in) is committed without waiting for the next step's
-/// commit, so that a slow call shows as running.
-const SHOWN_AFTER: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl Driver<'_> {
     fn tool(&self, call: &ToolCall) -> Option<Arc<dyn Tool>> {
@@ -67,11 +64,11 @@ impl Driver<'_> {
         if self.via_queue {
             return self.hand_to_queue(calls, durability).await;
         }
-        // A call that is not idempotent runs only once its dispatch is durable.
-        // Idempotent calls start at once: their dispatch is committed with their
-        // results (one commit per step), or on its own, without an fsync, when
-        // they take longer than a moment, so watchers see them running.
-        if durability == Durability::Full && !self.flush(durability).await? {
+        // Nothing acts on the model's response before it is written: a process
+        // killed while the calls run loses neither the response nor the
+        // dispatch, so a resume never pays for the step again. A call that is
+        // not idempotent runs only once its dispatch is durable.
+        if !self.flush(durability).await? {
             return Ok(());
         }
         self.execute(calls).await
@@ -216,26 +213,7 @@ impl Driver<'_> {
         }
         let mut running = Calls::start(ready);
         while !running.is_empty() {
-            let ended = if self.unflushed.is_empty() {
-                self.bounds.wait(running.next()).await
-            } else {
-                if running.are_tasks() {
-                    // Most calls are done at once: let them run before a timer
-                    // is armed (one that is never polled costs nothing).
-                    tokio::task::yield_now().await;
-                }
-                let soon = self.bounds.wait(running.next());
-                match tokio::time::timeout(SHOWN_AFTER, soon).await {
-                    Ok(ended) => ended,
-                    Err(_) => {
-                        if !self.flush(Durability::Process).await? {
-                            cancel.cancel();
-                            return Ok(());
-                        }
-                        continue;
-                    }
-                }
-            };
+            let ended = self.bounds.wait(running.next()).await;
             let Some(ended) = self.settle(ended).await? else {
                 cancel.cancel();
                 return Ok(());

@@ -513,3 +513,94 @@ fn resume_detach_queues_a_session_and_wait_follows_it() {
     let output = scratch.run(&["wait", "no-such-session", "--store", &store]);
     assert_eq!(output.status.code(), Some(2));
 }
+
+/// The pids of live processes whose command line holds `marker`.
+fn processes_with(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // A zombie has done all it will do.
+            let zombie = state
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+            !zombie && String::from_utf8_lossy(&cmdline).contains(marker)
+        })
+        .collect()
+}
+
+#[test]
+fn a_worker_killed_during_run_command_takes_the_command_with_it() {
+    let scratch = Scratch::new(env!("CARGO_BIN_EXE_agent"), "worker-orphans");
+    let store = sqlite_url(&scratch);
+    let marker = format!("orphan-marker-{}", std::process::id());
+    let effects = scratch.path("effects.txt");
+    // The command's later effect would land two seconds after it started.
+    let line = format!(
+        "echo START >> {0}; sleep 2; echo END >> {0} # {marker}",
+        effects.display()
+    );
+    let script = scratch.script(
+        "command.json",
+        json!([
+            {"type": "tool_call", "tool_name": "run_command",
+             "arguments": {"program": "sh", "args": ["-c", line]}},
+            {"type": "finish", "answer": "ran it"}
+        ]),
+    );
+    let id = submit(
+        &scratch,
+        &store,
+        &format!("scripted:{}", script.display()),
+        "run_command",
+        &["--allow-cmd", "sh"],
+    );
+    let mut doomed = WorkerProcess::start(&scratch, &store, "doomed", &[]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&effects)
+        .unwrap_or_default()
+        .contains("START")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the command never started: {}",
+            doomed.log()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        !processes_with(&marker).is_empty(),
+        "the command is not running"
+    );
+    kill_hard(&mut doomed.child);
+    let killed = Instant::now();
+    while !processes_with(&marker).is_empty() {
+        assert!(
+            killed.elapsed() < Duration::from_secs(1),
+            "the command outlived its worker by a second: {:?}",
+            processes_with(&marker)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Another worker reports the call's outcome as unknown; the command's
+    // END, due a second or two after the kill, never comes.
+    let _next = WorkerProcess::start(&scratch, &store, "next", &[]);
+    let (code, result) = wait(&scratch, &store, &id, "60");
+    assert_eq!(code, Some(0), "{result}");
+    let shown = scratch.run(&["show", &id, "--store", &store, "--json"]);
+    assert!(
+        stdout(&shown).contains("interrupted: outcome unknown"),
+        "{}",
+        stdout(&shown)
+    );
+    while killed.elapsed() < Duration::from_secs(4) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&effects).unwrap(),
+        "START\n",
+        "an effect landed after its outcome was recorded as unknown"
+    );
+}

@@ -12,6 +12,15 @@
 //! started through a launcher: a binary whose `main` first calls
 //! [`exec_confined_if_asked`], which confines itself and then executes the
 //! program (no `unsafe` between fork and exec). The `agent` binary is one.
+//!
+//! The launcher also ties the program's life to the process that started it:
+//! asked for a `--lifeline`, it starts the program as its child in its own
+//! process group, and its standard input is a pipe whose only writer is the
+//! starting process. When that process ends — returns, is cancelled, or is
+//! killed with SIGKILL, when the kernel closes the pipe for it — the launcher
+//! reads end-of-file and kills the whole group, the program's own children
+//! included. So no program a tool started outlives the worker that started it,
+//! and no effect of it lands after the session recorded its outcome as unknown.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -23,8 +32,12 @@ use landlock::{
 };
 
 /// The first argument that makes a launcher confine itself and run a program:
-/// `LAUNCHER --agent-confined-exec [--write DIR]… [--probe] -- PROGRAM ARGS…`.
+/// `LAUNCHER --agent-confined-exec [--write DIR]… [--lifeline] [--probe] -- PROGRAM ARGS…`.
 pub const CONFINED_EXEC: &str = "--agent-confined-exec";
+
+/// The launcher argument that makes its standard input the program's lifeline
+/// (see the module documentation); the launcher must lead its process group.
+pub const LIFELINE: &str = "--lifeline";
 
 /// Exit code of a launcher whose confinement could not be set up.
 const CANNOT_CONFINE: i32 = 125;
@@ -133,9 +146,18 @@ impl ChildPolicy {
         }
     }
 
+    /// Whether confined commands go through a launcher, which then also ties
+    /// their programs' lives to this process (see the module documentation).
+    pub fn has_launcher(&self) -> bool {
+        self.inner.launcher.is_some()
+    }
+
     /// A command for `program args…` in `workspace` with the scrubbed
-    /// environment; `confined` runs it through the launcher under Landlock.
-    /// Fails only when the private temp directory cannot be created.
+    /// environment; `confined` runs it through the launcher under Landlock, with
+    /// its standard input as the program's lifeline: the caller must start it
+    /// in a process group of its own with a piped stdin, and hold that pipe for
+    /// as long as the program may live. Fails only when the private temp
+    /// directory cannot be created.
     pub fn command(
         &self,
         program: &str,
@@ -153,7 +175,7 @@ impl ChildPolicy {
                 if let Some(temp) = temp {
                     command.arg("--write").arg(temp);
                 }
-                command.arg("--").arg(program).args(args);
+                command.arg(LIFELINE).arg("--").arg(program).args(args);
                 command
             }
             None => {
@@ -251,11 +273,13 @@ pub fn exec_confined_if_asked() {
     }
     let mut writable = Vec::new();
     let mut probe = false;
+    let mut lifeline = false;
     let mut program = Vec::new();
     while let Some(arg) = args.next() {
         match arg.to_str() {
             Some("--write") => writable.extend(args.next().map(PathBuf::from)),
             Some("--probe") => probe = true,
+            Some(LIFELINE) => lifeline = true,
             Some("--") => {
                 program.extend(args.by_ref());
                 break;
@@ -284,10 +308,72 @@ pub fn exec_confined_if_asked() {
         eprintln!("agent: the launcher was given no program");
         std::process::exit(CANNOT_EXEC);
     };
+    if lifeline {
+        supervise(name, rest);
+    }
     use std::os::unix::process::CommandExt;
     let err = std::process::Command::new(name).args(rest).exec();
     eprintln!("agent: cannot start `{}`: {err}", name.to_string_lossy());
     std::process::exit(CANNOT_EXEC);
+}
+
+/// Runs the program as a child and exits as it did; when standard input (the
+/// lifeline) reaches its end first, kills the process group — the program, its
+/// children and the launcher itself.
+fn supervise(name: &std::ffi::OsStr, args: &[OsString]) -> ! {
+    use rustix::process::{Signal, getpgrp, getpid};
+    let leads_group = getpgrp() == getpid();
+    let mut child = match std::process::Command::new(name)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(err) => {
+            eprintln!("agent: cannot start `{}`: {err}", name.to_string_lossy());
+            std::process::exit(CANNOT_EXEC);
+        }
+    };
+    let pid = child.id();
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        if leads_group {
+            let _ = rustix::process::kill_current_process_group(Signal::KILL);
+        }
+        // Not the leader of a group of its own (started by hand): only the
+        // program, then the launcher, are ended.
+        if let Some(pid) = i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process(pid, Signal::KILL);
+        }
+        std::process::exit(CANNOT_EXEC);
+    });
+    match child.wait() {
+        Ok(status) => exit_as(status),
+        Err(err) => {
+            eprintln!(
+                "agent: lost the program `{}`: {err}",
+                name.to_string_lossy()
+            );
+            std::process::exit(CANNOT_EXEC);
+        }
+    }
+}
+
+/// Ends this process as `status` ended its program: with its exit code, or
+/// by its signal.
+fn exit_as(status: std::process::ExitStatus) -> ! {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(code) = status.code() {
+        std::process::exit(code);
+    }
+    let signal = status.signal().unwrap_or(0);
+    if let Some(signal) = rustix::process::Signal::from_named_raw(signal) {
+        let _ = rustix::process::kill_process(rustix::process::getpid(), signal);
+    }
+    std::process::exit(128 + signal);
 }
 
 /// Restricts this process: read and execute anywhere, write only beneath

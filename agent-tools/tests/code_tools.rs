@@ -336,3 +336,77 @@ async fn a_timeout_kills_the_whole_process_group() {
     });
     assert!(gone, "the grandchild `sleep 60` was killed with its group");
 }
+
+/// Whether process `pid` is alive (a zombie counts as gone).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let (_, rest) = stat.rsplit_once(')')?;
+            Some(!rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+async fn background_pid(file: &Path) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "the program never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_call_kills_the_programs_whole_group() {
+    let sandbox = Sandbox::new("cancel-group");
+    let pid_file = sandbox.root.join("ws/pid");
+    let tool = Arc::new(run_command(vec!["sh".into()]));
+    let ctx = ToolContext::new("s", "c", Arc::from(sandbox.root.join("ws").as_path()));
+    let call = tokio::spawn(async move {
+        tool.call(
+            json!({"program": "sh", "args": ["-c", "sleep 30 & echo $! > pid; wait"]}),
+            &ctx,
+        )
+        .await
+    });
+    let pid = background_pid(&pid_file).await;
+    assert!(alive(pid));
+    call.abort();
+    let _ = call.await;
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while alive(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "the program's child outlived the call"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn what_a_program_leaves_running_ends_with_it() {
+    let sandbox = Sandbox::new("stragglers");
+    let pid_file = sandbox.root.join("ws/pid");
+    let ctx = ToolContext::new("s", "c", Arc::from(sandbox.root.join("ws").as_path()));
+    let started = Instant::now();
+    let output = run_command(vec!["sh".into()])
+        .call(
+            json!({"program": "sh", "args": ["-c", "sleep 30 & echo $! > pid; echo done"]}),
+            &ctx,
+        )
+        .await
+        .unwrap();
+    assert!(output.content.contains("done"), "{}", output.content);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the call waited for the program's child"
+    );
+    let pid = background_pid(&pid_file).await;
+    assert!(!alive(pid), "the background child outlived the call");
+}

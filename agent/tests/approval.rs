@@ -188,8 +188,14 @@ async fn a_session_whose_recorded_config_waives_the_tool_runs_it_without_a_pause
 
 fn deploy_workflow() -> agent::strategies::Dag {
     DagBuilder::new("release")
-        .node("build", Node::function("build", |_| async { Ok(json!("v2")) }))
-        .node("deploy", Node::tool("deploy", json!({"service": "web {{build}}"})))
+        .node(
+            "build",
+            Node::function("build", |_| async { Ok(json!("v2")) }),
+        )
+        .node(
+            "deploy",
+            Node::tool("deploy", json!({"service": "web {{build}}"})),
+        )
         .edge("build", "deploy")
         .output("deploy")
         .build()

@@ -56,7 +56,10 @@ mod tests {
         let config = json!({"waive_approval": ["deploy"]});
         assert!(approval_waived(&config, "deploy"));
         assert!(!approval_waived(&config, "delete"));
-        assert!(!approval_waived(&json!({"waive_approval": "deploy"}), "deploy"));
+        assert!(!approval_waived(
+            &json!({"waive_approval": "deploy"}),
+            "deploy"
+        ));
         assert!(!approval_waived(&Value::Null, "deploy"));
     }
 }

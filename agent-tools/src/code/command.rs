@@ -1,6 +1,9 @@
 //! Running programs for tools and the completion gate: no shell, only programs on
-//! an allowlist, in the workspace, in their own process group (a timeout kills the
-//! whole group), with stdout and stderr capped.
+//! an allowlist, in the workspace, in their own process group, with stdout and
+//! stderr capped. The whole group is killed when the program ends (stragglers
+//! it left in the background), on a timeout, when the call is cancelled, and —
+//! through the launcher's lifeline ([`crate::confine`]) — when the process that
+//! started it dies, even by SIGKILL.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -80,19 +83,29 @@ pub async fn run_program(
     timeout: Duration,
     policy: &ChildPolicy,
 ) -> Result<CommandOutput, ToolError> {
+    // Through a launcher, stdin is the lifeline: held here until the group is
+    // killed, closed by the kernel if this process dies first.
+    let stdin = if policy.has_launcher() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    };
     let mut child = policy
         .command(program, args, dir, true)
         .map_err(ToolError::failed)?
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true)
         .spawn()
         .map_err(|err| ToolError::failed(format!("cannot start `{program}`: {err}")))?;
-    let group = child
-        .id()
-        .and_then(|pid| rustix::process::Pid::from_raw(i32::try_from(pid).ok()?));
+    let mut group = GroupKill(
+        child
+            .id()
+            .and_then(|pid| rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)),
+    );
+    let lifeline = child.stdin.take();
     let stdout = tokio::spawn(capped(
         child
             .stdout
@@ -108,12 +121,14 @@ pub async fn run_program(
     let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
         Ok(status) => (status.ok(), false),
         Err(_) => {
-            if let Some(group) = group {
-                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-            }
+            group.kill();
             (child.wait().await.ok(), true)
         }
     };
+    // What the program left running in its group would hold its output pipes
+    // open and could act later: it ends with the program.
+    group.kill();
+    drop(lifeline);
     let stdout = stdout.await.unwrap_or_default();
     let stderr = stderr.await.unwrap_or_default();
     Ok(CommandOutput {
@@ -126,6 +141,24 @@ pub async fn run_program(
         stderr,
         timed_out,
     })
+}
+
+/// A program's process group, killed once: when asked to, or when this is
+/// dropped first (a cancelled call).
+struct GroupKill(Option<rustix::process::Pid>);
+
+impl GroupKill {
+    fn kill(&mut self) {
+        if let Some(group) = self.0.take() {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
 
 /// The programs `run_command` may start (`--allow-cmd`).

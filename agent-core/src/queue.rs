@@ -127,6 +127,17 @@ pub trait WorkQueue: Send + Sync {
         worker: &str,
     ) -> Result<(), StoreError>;
 
+    /// Gives a claimed action back to the queue after its call may have started
+    /// (a stopping worker gave up on it, or could not record its result): its
+    /// attempt stays counted, so the next claim re-runs an idempotent call and
+    /// reports any other as interrupted, never running it twice.
+    async fn abandon_action(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        worker: &str,
+    ) -> Result<(), StoreError>;
+
     /// Extends every claim of `worker` by `ttl`.
     async fn heartbeat(&self, worker: &str, ttl: Duration) -> Result<(), StoreError>;
 

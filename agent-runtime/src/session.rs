@@ -31,6 +31,10 @@ pub struct SessionOptions {
     /// Where each step's text goes while it is written; with one, models that
     /// can stream do (see [`EngineBuilder::deltas`](agent_core::EngineBuilder::deltas)).
     pub deltas: Option<Arc<dyn DeltaSink>>,
+    /// How long a commit the store cannot take is retried before the run
+    /// stops (default: [`agent_core::DEFAULT_STORE_PATIENCE`]; a person at a
+    /// terminal wants to hear sooner than a worker).
+    pub store_patience: Option<Duration>,
 }
 
 /// An engine built from a session configuration, and the MCP servers whose tools
@@ -118,6 +122,9 @@ impl Session {
         }
         if let Some(deltas) = options.deltas {
             builder = builder.deltas(deltas);
+        }
+        if let Some(patience) = options.store_patience {
+            builder = builder.store_patience(patience);
         }
         if let Some(context) = context {
             builder = builder.context(context);

@@ -433,7 +433,29 @@ async fn a_session_queued_again_while_its_claim_finishes_is_left_for_a_worker() 
         let store = Arc::clone(&store);
         tokio::spawn(async move { store.finish_session(&claim, "w1").await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The finisher must be waiting for the row the open transaction locked:
+    // the race is only exercised if it decides after that commit.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while first_value(
+        &db,
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    )
+    .await
+    .as_deref()
+        != Some("1")
+    {
+        assert!(
+            !finishing.is_finished(),
+            "the finisher did not wait for the locked row"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the finisher never blocked on the locked row"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!finishing.is_finished());
     client.batch_execute("COMMIT").await.unwrap();
     finishing.await.unwrap().unwrap();
     drop(client);
@@ -452,4 +474,52 @@ async fn a_session_queued_again_while_its_claim_finishes_is_left_for_a_worker() 
         .await
         .unwrap();
     assert_eq!(again.map(|claim| claim.session_id), Some("s".into()));
+}
+
+/// Polls `done` until it holds, failing after `seconds` with `what`.
+async fn eventually(seconds: u64, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A waiting worker is woken by NOTIFY, not only by its one-second poll — also
+/// after its listening connection was cut and opened again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_are_woken_by_notify_and_listen_again_after_their_connection_is_cut() {
+    use agent_core::WorkQueue;
+    let Some(url) = test_url() else { return };
+    let db = fresh_database(&url).await;
+    let connect = || async {
+        PostgresStore::connect(PostgresTarget::parse(&db).unwrap(), true)
+            .await
+            .unwrap()
+    };
+    let waiter = Arc::new(connect().await);
+    let sender = connect().await;
+    waiter.wait_for_work(Duration::from_millis(1)).await;
+    eventually(20, "the worker never listened", || waiter.listened().0 == 1).await;
+    sender.enqueue_session("first").await.unwrap();
+    eventually(20, "no NOTIFY reached the waiting worker", || {
+        waiter.listened().1 >= 1
+    })
+    .await;
+    sql(
+        &db,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND query ILIKE 'LISTEN%'",
+    )
+    .await;
+    eventually(20, "the worker did not listen again", || {
+        waiter.listened().0 == 2
+    })
+    .await;
+    let before = waiter.listened().1;
+    sender.enqueue_session("second").await.unwrap();
+    eventually(20, "no NOTIFY after the worker listened again", || {
+        waiter.listened().1 > before
+    })
+    .await;
 }

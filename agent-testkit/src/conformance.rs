@@ -482,6 +482,16 @@ pub async fn queued_actions_count_their_attempts_and_go_to_workers_with_the_tool
         .unwrap()
         .unwrap();
     assert_eq!(third.attempt, 2, "a released claim does not");
+    store.abandon_action(&s, "call_1", &worker).await.unwrap();
+    let fourth = store
+        .claim_action(&worker, Some(&mine), Duration::from_secs(60))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        fourth.attempt, 3,
+        "an abandoned claim (its call may have started) counts"
+    );
     store.finish_action(&s, "call_1").await.unwrap();
     assert!(
         store

@@ -13,6 +13,11 @@ use crate::progress::Progress;
 use crate::screen::{Screen, streams_by_default};
 use crate::store;
 
+/// How long a run in a terminal waits for a store that cannot take a commit
+/// (a restarting server, a full disk) before it stops and says so; workers
+/// wait longer.
+const TERMINAL_STORE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Runs the task; returns the exit code of its RunResult.
 pub async fn run(args: RunArgs) -> Result<u8, CliError> {
     let mut config = SessionConfig::resolve(&args.flags.options(), None, &current_dir()?)?;
@@ -64,6 +69,7 @@ pub fn sinks(flags: &RunFlags) -> (SessionOptions, Option<Arc<Progress>>) {
     let options = SessionOptions {
         sinks,
         deltas,
+        store_patience: Some(TERMINAL_STORE_PATIENCE),
         ..SessionOptions::default()
     };
     (options, progress)

@@ -61,6 +61,7 @@ impl Driver<'_> {
         let mut expected = first.seq - 1;
         let mut rebased = Vec::new();
         let mut finish_withdrawn = false;
+        let mut outage = Outage::default();
         while !self.unflushed.is_empty() {
             // Announced before the append, so the lease keeper never mistakes our
             // own commit for a write by someone else.
@@ -86,9 +87,15 @@ impl Driver<'_> {
                         }
                     }
                 }
+                Err(err) if err.is_transient() => {
+                    if !outage.wait(self.engine.store_patience, &err).await {
+                        return Err(err.into());
+                    }
+                }
                 Err(err) => return Err(err.into()),
             }
         }
+        outage.over();
         for event in &rebased {
             for sink in &self.engine.sinks {
                 sink.publish(event, self.state.steps_used())?;
@@ -201,6 +208,43 @@ impl Driver<'_> {
         self.work = Default::default();
         self.needs_recovery = true;
         Ok(())
+    }
+}
+
+/// A store that cannot take a commit for now, while the driver waits it out.
+#[derive(Default)]
+struct Outage {
+    since: Option<std::time::Instant>,
+    delay: std::time::Duration,
+}
+
+impl Outage {
+    /// Longest wait between two tries.
+    const MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
+
+    /// Waits before the next try (doubling, from 50 ms to 2 s); `false` once
+    /// `patience` has passed since the first failure.
+    async fn wait(&mut self, patience: std::time::Duration, err: &StoreError) -> bool {
+        let since = *self.since.get_or_insert_with(|| {
+            tracing::warn!(error = %err, "the store cannot take a commit; retrying");
+            std::time::Instant::now()
+        });
+        if since.elapsed() >= patience {
+            return false;
+        }
+        self.delay = (self.delay * 2).clamp(std::time::Duration::from_millis(50), Self::MAX_DELAY);
+        tokio::time::sleep(self.delay).await;
+        true
+    }
+
+    /// Says so when a commit went through after failures.
+    fn over(&self) {
+        if let Some(since) = self.since {
+            tracing::warn!(
+                waited_ms = since.elapsed().as_millis() as u64,
+                "the store takes commits again"
+            );
+        }
     }
 }
 

@@ -83,6 +83,9 @@ pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(15);
 /// How often a held lease is renewed (and the log checked for writes by others).
 pub const DEFAULT_LEASE_RENEWAL: Duration = Duration::from_secs(1);
 
+/// How long a commit is retried while the store cannot take it, unless set.
+pub const DEFAULT_STORE_PATIENCE: Duration = Duration::from_secs(60);
+
 /// Drives sessions: one model, one strategy, a toolbox, a store, sinks and guards.
 pub struct Engine {
     model: Arc<dyn Model>,
@@ -97,6 +100,7 @@ pub struct Engine {
     refuse_repeats: bool,
     lease_ttl: Duration,
     lease_renewal: Duration,
+    store_patience: Duration,
     snapshot_every: Option<u64>,
     queue: Option<Arc<dyn WorkQueue>>,
     context: Option<Arc<dyn ContextPolicy>>,
@@ -193,6 +197,17 @@ impl EngineBuilder {
     pub fn lease(mut self, ttl: Duration, renewal: Duration) -> Self {
         self.engine.lease_ttl = ttl;
         self.engine.lease_renewal = renewal;
+        self
+    }
+
+    /// How long a commit the store cannot take for now (its server is down or
+    /// restarting, its disk is full) is retried, with backoff, before the run
+    /// stops with the store's error (default [`DEFAULT_STORE_PATIENCE`]). What
+    /// the run learned meanwhile stays in memory, so an outage shorter than this
+    /// costs nothing but the wait; a longer one is what a resume or a worker's
+    /// next drive picks up from the log.
+    pub fn store_patience(mut self, patience: Duration) -> Self {
+        self.engine.store_patience = patience;
         self
     }
 
@@ -318,6 +333,7 @@ impl Engine {
                 refuse_repeats: true,
                 lease_ttl: DEFAULT_LEASE_TTL,
                 lease_renewal: DEFAULT_LEASE_RENEWAL,
+                store_patience: DEFAULT_STORE_PATIENCE,
                 snapshot_every: Some(DEFAULT_SNAPSHOT_EVERY),
                 queue: None,
                 context: None,

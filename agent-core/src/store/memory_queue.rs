@@ -59,6 +59,36 @@ fn claim(worker: &str, ttl: Duration, now: u64) -> Claim {
     }
 }
 
+impl MemoryStore {
+    /// Ends `worker`'s claim of an action; `uncount` takes its attempt back
+    /// (the call never started).
+    fn give_back_action(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        worker: &str,
+        uncount: bool,
+    ) -> Result<(), StoreError> {
+        let mut queue = locked(&self.queue)?;
+        if let Some(row) = queue
+            .actions
+            .get_mut(&(session_id.to_owned(), call_id.to_owned()))
+            && row
+                .claim
+                .as_ref()
+                .is_some_and(|claim| claim.worker == worker)
+        {
+            row.claim = None;
+            if uncount {
+                row.attempts = row.attempts.saturating_sub(1);
+            }
+        }
+        drop(queue);
+        self.work.notify_waiters();
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl WorkQueue for MemoryStore {
     async fn enqueue_session(&self, session_id: &str) -> Result<(), StoreError> {
@@ -194,21 +224,16 @@ impl WorkQueue for MemoryStore {
         call_id: &str,
         worker: &str,
     ) -> Result<(), StoreError> {
-        let mut queue = locked(&self.queue)?;
-        if let Some(row) = queue
-            .actions
-            .get_mut(&(session_id.to_owned(), call_id.to_owned()))
-            && row
-                .claim
-                .as_ref()
-                .is_some_and(|claim| claim.worker == worker)
-        {
-            row.claim = None;
-            row.attempts = row.attempts.saturating_sub(1);
-        }
-        drop(queue);
-        self.work.notify_waiters();
-        Ok(())
+        self.give_back_action(session_id, call_id, worker, true)
+    }
+
+    async fn abandon_action(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        worker: &str,
+    ) -> Result<(), StoreError> {
+        self.give_back_action(session_id, call_id, worker, false)
     }
 
     async fn heartbeat(&self, worker: &str, ttl: Duration) -> Result<(), StoreError> {

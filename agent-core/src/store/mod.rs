@@ -90,6 +90,15 @@ pub enum StoreError {
     Unwritable(String),
 }
 
+impl StoreError {
+    /// Whether the same operation may succeed later without anyone changing
+    /// anything: the backend failed (a server down or restarting, a lost
+    /// connection) or cannot take writes for now (a full disk).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Backend(_) | Self::Unwritable(_))
+    }
+}
+
 /// One append: `events` after seq `expected_seq` of `session_id` (0 creates the
 /// session), all or nothing.
 #[derive(Debug, Clone, Copy)]

@@ -11,14 +11,16 @@ use std::sync::Arc;
 
 use agent_core::telemetry;
 use agent_core::{
-    ActionClaim, Append, CallObserver, Cancellation, Durability, Event, EventKind, INTERRUPTED,
-    Observation, SessionState, StoreError, Timed, Toolbox, call_result_event, load_state,
+    ActionClaim, Append, CallObserver, Cancellation, Durability, EngineError, Event, EventKind,
+    INTERRUPTED, Observation, SessionState, StoreError, Timed, Toolbox, call_result_event,
+    load_state,
 };
 use tokio::sync::Mutex;
 use tracing::Instrument;
 
 use super::Shared;
 use super::drive::BROKEN_BACKOFF;
+use super::retry::until_stored;
 use crate::config::SessionConfig;
 use crate::control::publish_to_trace;
 use crate::tools::SessionTools;
@@ -67,44 +69,58 @@ impl ToolCache {
     }
 }
 
-/// Runs the call of `claim` and settles its queue entry.
+/// Runs the call of `claim`, records its result and settles its queue entry.
+/// A result the store cannot take for now is kept and retried until it can.
 pub(super) async fn run(shared: &Shared, claim: ActionClaim) {
     let action = &claim.action;
+    let what = format!(
+        "{} [{}] of {}",
+        action.call.tool_name, action.call.id, action.session_id
+    );
     match serve(shared, &claim).await {
-        Ok(Served::Recorded) => shared.say(&format!(
-            "ran {} [{}] of {}",
-            action.call.tool_name, action.call.id, action.session_id
-        )),
+        Ok(Served::Recorded) => shared.say(&format!("ran {what}")),
         Ok(Served::AlreadyDone) => {}
         Ok(Served::LacksTool(why)) => {
             shared.say(&format!(
-                "leaves {} [{}] of {} to a worker that has the tool: {why}",
-                action.call.tool_name, action.call.id, action.session_id
+                "leaves {what} to a worker that has the tool: {why}"
             ));
             tokio::time::sleep(BROKEN_BACKOFF).await;
-            if let Err(err) = shared
-                .store
-                .release_action(&action.session_id, &action.call.id, &shared.name)
-                .await
-            {
-                shared.say(&format!("cannot give back {}: {err}", action.call.id));
+            let released = until_stored(shared, &format!("give back {what}"), || {
+                shared
+                    .store
+                    .release_action(&action.session_id, &action.call.id, &shared.name)
+            })
+            .await;
+            if let Err(err) = released {
+                shared.say(&format!("cannot give back {what}: {err}"));
             }
             return;
         }
         Err(err) => {
-            shared.say(&format!(
-                "cannot record {} [{}] of {}: {err}",
-                action.call.tool_name, action.call.id, action.session_id
-            ));
+            // An error waiting cannot mend (a damaged log): the claim goes
+            // back with its attempt counted, so the call is reported, not
+            // run twice.
+            shared.say(&format!("cannot record {what} and gives it back: {err}"));
+            let abandoned = until_stored(shared, &format!("give back {what}"), || {
+                shared
+                    .store
+                    .abandon_action(&action.session_id, &action.call.id, &shared.name)
+            })
+            .await;
+            if let Err(err) = abandoned {
+                shared.say(&format!("cannot give back {what}: {err}"));
+            }
             return;
         }
     }
-    if let Err(err) = shared
-        .store
-        .finish_action(&action.session_id, &action.call.id)
-        .await
-    {
-        shared.say(&format!("cannot finish {}: {err}", action.call.id));
+    let finished = until_stored(shared, &format!("finish {what}"), || {
+        shared
+            .store
+            .finish_action(&action.session_id, &action.call.id)
+    })
+    .await;
+    if let Err(err) = finished {
+        shared.say(&format!("cannot finish {what}: {err}"));
     }
 }
 
@@ -119,9 +135,9 @@ enum Served {
 }
 
 async fn serve(shared: &Shared, claim: &ActionClaim) -> Result<Served, StoreError> {
-    let store = &shared.store;
     let action = &claim.action;
-    let state = load(shared, &action.session_id).await?;
+    let what = format!("read the log of {}", action.session_id);
+    let state = until_stored(shared, &what, || load(shared, &action.session_id)).await?;
     if !in_flight(&state, &action.call.id) {
         queue_if_turn_done(shared, &state).await?;
         return Ok(Served::AlreadyDone);
@@ -136,6 +152,23 @@ async fn serve(shared: &Shared, claim: &ActionClaim) -> Result<Served, StoreErro
             Err(why) => return Ok(Served::LacksTool(why)),
         }
     };
+    let what = format!(
+        "record {} [{}] of {}",
+        action.call.tool_name, action.call.id, action.session_id
+    );
+    until_stored(shared, &what, || record(shared, claim, &events)).await
+}
+
+/// Appends the events of a served call to its session's log (with optimistic
+/// concurrency, tried again while others write) and queues the session when
+/// its turn is complete.
+async fn record(
+    shared: &Shared,
+    claim: &ActionClaim,
+    events: &[Timed],
+) -> Result<Served, StoreError> {
+    let store = &shared.store;
+    let action = &claim.action;
     for _ in 0..APPEND_TRIES {
         let state = load(shared, &action.session_id).await?;
         if !in_flight(&state, &action.call.id) {
@@ -144,7 +177,7 @@ async fn serve(shared: &Shared, claim: &ActionClaim) -> Result<Served, StoreErro
         let before = state.last_seq();
         let mut after = state;
         let mut batch = Vec::with_capacity(events.len());
-        for timed in &events {
+        for timed in events {
             let mut event =
                 Event::new(&action.session_id, after.last_seq() + 1, timed.kind.clone());
             event.at = timed.at;
@@ -176,7 +209,7 @@ async fn serve(shared: &Shared, claim: &ActionClaim) -> Result<Served, StoreErro
         }
     }
     Err(StoreError::Backend(format!(
-        "the log of session `{}` kept moving; the call's result was not recorded",
+        "the log of session `{}` kept moving; the call's result was not recorded yet",
         action.session_id
     )))
 }
@@ -184,7 +217,10 @@ async fn serve(shared: &Shared, claim: &ActionClaim) -> Result<Served, StoreErro
 async fn load(shared: &Shared, session_id: &str) -> Result<SessionState, StoreError> {
     load_state(shared.store.as_ref(), session_id)
         .await
-        .map_err(|err| StoreError::Backend(err.to_string()))
+        .map_err(|err| match err {
+            EngineError::Store(err) => err,
+            other => StoreError::Corrupt(other.to_string()),
+        })
 }
 
 fn in_flight(state: &SessionState, call_id: &str) -> bool {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use agent_core::{Drive, EngineError, EventKind, ExitReason, SessionClaim, StoreError};
 
 use super::Shared;
+use super::retry::until_stored;
 use crate::config::SessionConfig;
 use crate::session::{Session, SessionOptions};
 
@@ -24,22 +25,33 @@ pub(super) async fn run(shared: &Shared, claim: SessionClaim) {
     shared.say(&format!("driving {}", claim.session_id));
     let outcome = drive(shared, &claim.session_id).await;
     let store = &shared.store;
-    let settled = match outcome {
+    let finish = match outcome {
         Ok(what) => {
             shared.say(&format!("{what} {}", claim.session_id));
-            store.finish_session(&claim, &shared.name).await
+            true
         }
         Err(Refusal::Elsewhere(why)) => {
             shared.say(&format!("left {}: {why}", claim.session_id));
             tokio::time::sleep(ELSEWHERE_BACKOFF).await;
-            store.release_session(&claim.session_id, &shared.name).await
+            false
         }
         Err(Refusal::Broken(why)) => {
+            // Also when the store failed under the drive: the session goes back
+            // to the queue, and its next drive continues from its log.
             shared.say(&format!("cannot drive {}: {why}", claim.session_id));
             tokio::time::sleep(BROKEN_BACKOFF).await;
-            store.release_session(&claim.session_id, &shared.name).await
+            false
         }
     };
+    let what = format!("settle its claim of {}", claim.session_id);
+    let settled = until_stored(shared, &what, || async {
+        if finish {
+            store.finish_session(&claim, &shared.name).await
+        } else {
+            store.release_session(&claim.session_id, &shared.name).await
+        }
+    })
+    .await;
     if let Err(err) = settled {
         shared.say(&format!(
             "cannot settle its claim of {}: {err}",

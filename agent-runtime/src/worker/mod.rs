@@ -14,6 +14,7 @@
 
 mod action;
 mod drive;
+mod retry;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -132,6 +133,7 @@ impl WorkerBuilder {
                 deltas: self.deltas,
                 held: Mutex::new(HashSet::new()),
                 cache: ToolCache::default(),
+                claims_failing: std::sync::atomic::AtomicBool::new(false),
             }),
             concurrency: self.concurrency,
             drain: self.drain,
@@ -167,9 +169,34 @@ struct Shared {
     deltas: Option<Arc<dyn DeltaSink>>,
     held: Mutex<HashSet<Held>>,
     cache: ToolCache,
+    /// Set while claiming fails (the store is down), so that the log says so
+    /// once, not at every look at the queue.
+    claims_failing: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
+    /// Says that claiming failed, once until claiming works again.
+    fn claim_failed(&self, what: &str, err: &agent_core::StoreError) {
+        if !self
+            .claims_failing
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            self.say(&format!(
+                "cannot claim {what}: {err}; keeps looking until the store answers"
+            ));
+        }
+    }
+
+    /// Notes that claiming works (again).
+    fn claim_worked(&self) {
+        if self
+            .claims_failing
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+        {
+            self.say("can claim work again: the store answers");
+        }
+    }
+
     fn say(&self, line: &str) {
         tracing::debug!(worker = self.name.as_str(), "{line}");
         (self.log)(&format!("worker {}: {line}", self.name));
@@ -342,6 +369,7 @@ async fn claim(shared: &Arc<Shared>) -> Option<Job> {
         .await
     {
         Ok(Some(claim)) => {
+            shared.claim_worked();
             let held = Held::Action(
                 claim.action.session_id.clone(),
                 claim.action.call.id.clone(),
@@ -353,10 +381,14 @@ async fn claim(shared: &Arc<Shared>) -> Option<Job> {
             return Some(job(shared, held, Done::Action, work));
         }
         Ok(None) => {}
-        Err(err) => shared.say(&format!("cannot claim a tool call: {err}")),
+        Err(err) => {
+            shared.claim_failed("a tool call", &err);
+            return None;
+        }
     }
     match store.claim_session(&shared.name, shared.claim_ttl).await {
         Ok(Some(claim)) => {
+            shared.claim_worked();
             let held = Held::Session(claim.session_id.clone());
             let work = {
                 let shared = Arc::clone(shared);
@@ -364,9 +396,12 @@ async fn claim(shared: &Arc<Shared>) -> Option<Job> {
             };
             Some(job(shared, held, Done::Drive, work))
         }
-        Ok(None) => None,
+        Ok(None) => {
+            shared.claim_worked();
+            None
+        }
         Err(err) => {
-            shared.say(&format!("cannot claim a session: {err}"));
+            shared.claim_failed("a session", &err);
             None
         }
     }
@@ -421,14 +456,15 @@ async fn give_back(shared: &Shared) -> u64 {
     held.len() as u64
 }
 
-/// Gives one claim back to the queue.
+/// Gives one claim back to the queue: a session to be driven again, a call
+/// with its attempt counted (it may have started, so it is not run twice).
 async fn give_back_one(shared: &Shared, held: &Held) {
     let given = match held {
         Held::Session(session_id) => shared.store.release_session(session_id, &shared.name).await,
         Held::Action(session_id, call_id) => {
             shared
                 .store
-                .release_action(session_id, call_id, &shared.name)
+                .abandon_action(session_id, call_id, &shared.name)
                 .await
         }
     };

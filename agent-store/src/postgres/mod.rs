@@ -56,6 +56,8 @@ pub struct PostgresStore {
     /// Woken by `NOTIFY agent_work`, once a worker started listening.
     work: Arc<tokio::sync::Notify>,
     listening: std::sync::Once,
+    /// What the listening connection did so far.
+    listened: Arc<queue::Listened>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -174,6 +176,7 @@ impl PostgresStore {
             stats,
             work: Arc::default(),
             listening: std::sync::Once::new(),
+            listened: Arc::default(),
         })
     }
 
@@ -182,7 +185,8 @@ impl PostgresStore {
         self.listening.call_once(|| {
             tokio::spawn(queue::listen(
                 self.target.config().clone(),
-                Arc::clone(&self.work),
+                Arc::downgrade(&self.work),
+                Arc::clone(&self.listened),
             ));
         });
     }
@@ -195,6 +199,18 @@ impl PostgresStore {
     /// What this store has committed so far.
     pub fn stats(&self) -> &CommitStats {
         &self.stats
+    }
+
+    /// How many times this store started listening for work (`LISTEN`; more
+    /// than once when the connection broke and was opened again) and how many
+    /// wake-ups (`NOTIFY`) it received: 0 and 0 until a worker first waits for
+    /// work.
+    pub fn listened(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.listened.listens.load(Relaxed),
+            self.listened.notifications.load(Relaxed),
+        )
     }
 
     /// Runs one statement on a pooled connection, bounded in time.

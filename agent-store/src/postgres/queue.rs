@@ -4,7 +4,8 @@
 //! sends `NOTIFY agent_work`, and an idle worker listens on a connection of its
 //! own, so it claims new work at once; it also looks every second.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use agent_core::{
@@ -27,28 +28,108 @@ fn seconds(ttl: Duration) -> f64 {
     ttl.as_secs_f64()
 }
 
-/// Listens for wake-ups on a connection of its own, for as long as it lasts.
-pub(super) async fn listen(config: tokio_postgres::Config, wake: Arc<Notify>) {
+/// What a store's listening connection did.
+#[derive(Debug, Default)]
+pub(super) struct Listened {
+    /// Connections that got as far as `LISTEN`.
+    pub(super) listens: AtomicU64,
+    /// Wake-ups received.
+    pub(super) notifications: AtomicU64,
+}
+
+/// Longest wait before a lost listening connection is opened again.
+const RELISTEN_MAX: Duration = Duration::from_secs(2);
+
+/// Listens for wake-ups on a connection of its own for as long as the store
+/// lives; a connection that breaks (the server restarted) is opened again,
+/// with backoff, and LISTENs again — and the waiters are woken then, since
+/// work may have been queued while no one listened.
+pub(super) async fn listen(
+    config: tokio_postgres::Config,
+    wake: Weak<Notify>,
+    listened: Arc<Listened>,
+) {
+    let mut delay = POLL / 10;
+    while wake.strong_count() > 0 {
+        if listen_once(&config, &wake, &listened).await {
+            delay = POLL / 10;
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(RELISTEN_MAX);
+    }
+}
+
+/// One listening connection, until it breaks or the store is gone; whether
+/// it got as far as listening.
+async fn listen_once(
+    config: &tokio_postgres::Config,
+    wake: &Weak<Notify>,
+    listened: &Arc<Listened>,
+) -> bool {
     let Ok((client, mut connection)) = config.connect(NoTls).await else {
-        return;
+        return false;
     };
-    let driver = tokio::spawn(async move {
+    let notify = wake.clone();
+    let counts = Arc::clone(listened);
+    let mut driver = tokio::spawn(async move {
         while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-            match message {
-                Ok(AsyncMessage::Notification(_)) => wake.notify_waiters(),
-                Ok(_) => {}
-                Err(_) => break,
+            match (message, notify.upgrade()) {
+                (Ok(AsyncMessage::Notification(_)), Some(wake)) => {
+                    counts.notifications.fetch_add(1, Ordering::Relaxed);
+                    wake.notify_waiters();
+                }
+                (Ok(_), Some(_)) => {}
+                (Err(_), _) | (_, None) => break,
             }
         }
     });
     if client
         .batch_execute(&format!("LISTEN {CHANNEL}"))
         .await
-        .is_ok()
+        .is_err()
     {
-        let _ = driver.await;
+        driver.abort();
+        return false;
+    }
+    listened.listens.fetch_add(1, Ordering::Relaxed);
+    if let Some(wake) = wake.upgrade() {
+        wake.notify_waiters();
+    }
+    let mut gone = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            _ = &mut driver => break,
+            _ = gone.tick() => if wake.strong_count() == 0 {
+                driver.abort();
+                break;
+            },
+        }
     }
     drop(client);
+    true
+}
+
+impl PostgresStore {
+    /// Ends `worker`'s claim of an action, taking back `uncount` (0 or 1) of
+    /// its attempts (1: the call never started).
+    async fn give_back_action(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        worker: &str,
+        uncount: i32,
+    ) -> Result<(), StoreError> {
+        self.query(
+            "WITH released AS (
+                 UPDATE agent.queue_actions
+                 SET claimed_by = NULL, expires_at = NULL, attempts = greatest(attempts - $4, 0)
+                 WHERE session_id = $1 AND call_id = $2 AND claimed_by = $3 RETURNING 1)
+             SELECT pg_notify('agent_work', 'action') FROM released",
+            &[&session_id, &call_id, &worker, &uncount],
+        )
+        .await
+        .map(|_| ())
+    }
 }
 
 #[async_trait]
@@ -213,16 +294,16 @@ impl WorkQueue for PostgresStore {
         call_id: &str,
         worker: &str,
     ) -> Result<(), StoreError> {
-        self.query(
-            "WITH released AS (
-                 UPDATE agent.queue_actions
-                 SET claimed_by = NULL, expires_at = NULL, attempts = greatest(attempts - 1, 0)
-                 WHERE session_id = $1 AND call_id = $2 AND claimed_by = $3 RETURNING 1)
-             SELECT pg_notify('agent_work', 'action') FROM released",
-            &[&session_id, &call_id, &worker],
-        )
-        .await
-        .map(|_| ())
+        self.give_back_action(session_id, call_id, worker, 1).await
+    }
+
+    async fn abandon_action(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        worker: &str,
+    ) -> Result<(), StoreError> {
+        self.give_back_action(session_id, call_id, worker, 0).await
     }
 
     async fn heartbeat(&self, worker: &str, ttl: Duration) -> Result<(), StoreError> {

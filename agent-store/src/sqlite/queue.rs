@@ -38,6 +38,34 @@ fn tools_match(tools: Option<&[String]>, tool: &str) -> bool {
     tools.is_none_or(|tools| tools.iter().any(|name| name == tool))
 }
 
+impl SqliteStore {
+    /// Ends `worker`'s claim of an action, taking back `uncount` (0 or 1) of
+    /// its attempts (1: the call never started).
+    async fn give_back_action(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        worker: &str,
+        uncount: i64,
+    ) -> Result<(), StoreError> {
+        let (session_id, call_id, worker) =
+            (session_id.to_owned(), call_id.to_owned(), worker.to_owned());
+        self.write(move |conn| {
+            transaction(conn, false, |tx| {
+                tx.prepare_cached(
+                    "UPDATE queue_actions SET claimed_by = NULL, expires_at = NULL,
+                         attempts = MAX(attempts - ?4, 0)
+                     WHERE session_id = ?1 AND call_id = ?2 AND claimed_by = ?3",
+                )?
+                .execute(params![session_id, call_id, worker, uncount])
+            })
+        })
+        .await?;
+        self.work.notify_waiters();
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl WorkQueue for SqliteStore {
     async fn enqueue_session(&self, session_id: &str) -> Result<(), StoreError> {
@@ -254,21 +282,16 @@ impl WorkQueue for SqliteStore {
         call_id: &str,
         worker: &str,
     ) -> Result<(), StoreError> {
-        let (session_id, call_id, worker) =
-            (session_id.to_owned(), call_id.to_owned(), worker.to_owned());
-        self.write(move |conn| {
-            transaction(conn, false, |tx| {
-                tx.prepare_cached(
-                    "UPDATE queue_actions SET claimed_by = NULL, expires_at = NULL,
-                         attempts = MAX(attempts - 1, 0)
-                     WHERE session_id = ?1 AND call_id = ?2 AND claimed_by = ?3",
-                )?
-                .execute([session_id, call_id, worker])
-            })
-        })
-        .await?;
-        self.work.notify_waiters();
-        Ok(())
+        self.give_back_action(session_id, call_id, worker, 1).await
+    }
+
+    async fn abandon_action(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        worker: &str,
+    ) -> Result<(), StoreError> {
+        self.give_back_action(session_id, call_id, worker, 0).await
     }
 
     async fn heartbeat(&self, worker: &str, ttl: Duration) -> Result<(), StoreError> {

@@ -8,6 +8,8 @@
 # trusts local connections, except for the role `agent_pw` (password
 # `agent-pw-secret`), which needs its password so tests can check wrong ones.
 # initdb refuses to run as root, so as root the cluster runs as `postgres`.
+# PG_MAX_CONNECTIONS sets max_connections (default 300; PostgreSQL's own
+# default, 100, for the fleet-size test).
 set -euo pipefail
 
 action=${1:?usage: pg-cluster.sh start|stop DIR}
@@ -43,7 +45,7 @@ start)
     { echo "host all agent_pw 127.0.0.1/32 scram-sha-256"; cat "$dir/data/pg_hba.conf"; } >"$dir/hba"
     cat "$dir/hba" >"$dir/data/pg_hba.conf"
     as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=300" start >/dev/null \
+        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=${PG_MAX_CONNECTIONS:-300}" start >/dev/null \
         || { cat "$dir/server.log" >&2; exit 1; }
     as_owner "$bin/psql" -q -h 127.0.0.1 -p "$port" -U postgres -d postgres \
         -c "CREATE DATABASE agent_test" \

@@ -188,3 +188,49 @@ async fn a_password_in_the_store_url_is_never_printed_traced_or_recorded() {
     assert!(dump.contains(&id), "the dump holds the session");
     assert!(!dump.contains(secret), "the password is in the database");
 }
+
+/// A password kept off the command line: from `PGPASSWORD`, or from a password
+/// file (`PGPASSFILE`) that only its owner may read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_password_can_come_from_pgpassword_or_a_password_file() {
+    let Some(url) = test_url() else { return };
+    let db = fresh_database(&url).await;
+    let (_, rest) = db.split_once('@').unwrap();
+    let no_password = format!("postgres://agent_pw@{rest}");
+    let scratch = scratch("pg-passfile");
+    let sessions = |env: &[(&str, &str)]| {
+        let mut command = scratch.command();
+        command
+            .args(["sessions", "--store", &no_password])
+            .env_remove("PGPASSWORD")
+            .env_remove("PGPASSFILE")
+            .env("HOME", &scratch.dir);
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        command.output().unwrap()
+    };
+    let refused = sessions(&[]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let from_env = sessions(&[("PGPASSWORD", "agent-pw-secret")]);
+    assert_eq!(from_env.status.code(), Some(0), "{}", stderr(&from_env));
+    let (host_port, database) = rest.split_once('/').unwrap();
+    let (host, port) = host_port.split_once(':').unwrap();
+    let file = scratch.path("pgpass");
+    std::fs::write(
+        &file,
+        format!("{host}:{port}:{database}:agent_pw:agent-pw-secret\n"),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let shared_file = sessions(&[("PGPASSFILE", file.to_str().unwrap())]);
+    assert_eq!(
+        shared_file.status.code(),
+        Some(2),
+        "a password file others may read is ignored"
+    );
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let from_file = sessions(&[("PGPASSFILE", file.to_str().unwrap())]);
+    assert_eq!(from_file.status.code(), Some(0), "{}", stderr(&from_file));
+}

@@ -11,6 +11,7 @@
 mod index;
 mod lease;
 mod lease_writer;
+mod passfile;
 mod queue;
 pub(crate) mod schema;
 mod target;
@@ -42,8 +43,9 @@ use crate::stats::CommitStats;
 /// Longest wait for one statement or one connection from the pool.
 pub(crate) const OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Connections in the pool.
-const POOL_SIZE: usize = 16;
+/// How long a pooled connection may stay unused before it is closed, so an
+/// idle process holds few connections.
+const IDLE_CONNECTION: Duration = Duration::from_secs(30);
 
 /// An event store in a PostgreSQL database.
 pub struct PostgresStore {
@@ -85,24 +87,28 @@ pub(crate) fn detail(err: &tokio_postgres::Error) -> String {
     }
 }
 
-/// Opens the pool's connections up front, each with the group statements
-/// prepared, so the first appends do not pay for connecting. A connection that
-/// fails here is simply opened again later.
+/// Opens one connection up front, with the group statements prepared, so the
+/// first append does not pay for connecting; the others open when needed. A
+/// connection that fails here is simply opened again later.
 async fn warm(pool: &Pool) {
-    let mut opening = tokio::task::JoinSet::new();
-    for _ in 0..POOL_SIZE {
-        let pool = pool.clone();
-        opening.spawn(async move {
-            let client = pool.get().await.ok()?;
-            for statement in [writer::APPEND_GROUP, lease_writer::TAKE, lease_writer::GIVE] {
-                client.prepare_cached(statement).await.ok()?;
+    if let Ok(client) = pool.get().await {
+        for statement in [writer::APPEND_GROUP, lease_writer::TAKE, lease_writer::GIVE] {
+            if client.prepare_cached(statement).await.is_err() {
+                return;
             }
-            Some(client)
-        });
+        }
     }
-    let mut clients = Vec::with_capacity(POOL_SIZE);
-    while let Some(opened) = opening.join_next().await {
-        clients.push(opened);
+}
+
+/// Closes pooled connections unused for [`IDLE_CONNECTION`], for as long as
+/// the pool lives.
+async fn close_idle(pool: deadpool_postgres::WeakPool) {
+    loop {
+        tokio::time::sleep(IDLE_CONNECTION / 2).await;
+        let Some(pool) = pool.upgrade() else {
+            return;
+        };
+        pool.retain(|_, metrics| metrics.last_used() < IDLE_CONNECTION);
     }
 }
 
@@ -146,13 +152,14 @@ impl PostgresStore {
             },
         );
         let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
+            .max_size(target.pool_max())
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(OPERATION_TIMEOUT))
             .create_timeout(Some(OPERATION_TIMEOUT))
             .build()
             .map_err(|err| unreachable(err.to_string()))?;
         warm(&pool).await;
+        tokio::spawn(close_idle(pool.weak()));
         let (queue, waiting) = mpsc::unbounded_channel();
         let waiting = Arc::new(Mutex::new(waiting));
         let stats = Arc::new(CommitStats::default());

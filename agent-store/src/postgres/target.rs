@@ -14,17 +14,31 @@ use crate::url::redacted;
 /// How long connecting to the server may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Connections a store's pool opens at most unless the URL's `pool_max` says
+/// otherwise. A process that waits for work (a worker, `agent serve`) holds
+/// one more, to listen. With the default, 24 such processes fit PostgreSQL's
+/// default `max_connections = 100` (less its 3 reserved ones).
+pub const DEFAULT_POOL_MAX: usize = 3;
+
+/// Most connections `pool_max` may ask for.
+const POOL_MAX_LIMIT: usize = 1000;
+
+/// The query parameter of a store URL (ours, not libpq's) that bounds its pool.
+const POOL_MAX_PARAMETER: &str = "pool_max";
+
 /// Where a PostgreSQL store lives.
 #[derive(Clone)]
 pub struct PostgresTarget {
     config: tokio_postgres::Config,
     shown: String,
     password: Option<String>,
+    pool_max: usize,
 }
 
 impl PostgresTarget {
     /// Parses `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (libpq's URL
-    /// form, query parameters included).
+    /// form, query parameters included), plus the parameter `pool_max=N`: the
+    /// most connections the store's pool opens (default [`DEFAULT_POOL_MAX`]).
     pub fn parse(url: &str) -> Result<Self, OpenError> {
         if has_stray_at(url) {
             return Err(OpenError::UnsupportedUrl(format!(
@@ -32,6 +46,8 @@ impl PostgresTarget {
                 redacted(url)
             )));
         }
+        let (url, pool_max) = pool_max_of(url)?;
+        let url = url.as_str();
         let mut config = tokio_postgres::Config::from_str(url).map_err(|err| {
             OpenError::UnsupportedUrl(format!(
                 "{} ({})",
@@ -64,6 +80,16 @@ impl PostgresTarget {
             .keepalives(true)
             .application_name("agent")
             .options(&options);
+        if config.get_password().is_none()
+            && let Some(password) = super::passfile::password_for(&super::passfile::Destination {
+                host: &host,
+                port,
+                database: &dbname,
+                user: config.get_user(),
+            })
+        {
+            config.password(password);
+        }
         let password = config
             .get_password()
             .map(|bytes| String::from_utf8_lossy(bytes).into_owned());
@@ -71,7 +97,13 @@ impl PostgresTarget {
             config,
             shown: format!("postgres://{host}:{port}/{dbname}"),
             password,
+            pool_max,
         })
+    }
+
+    /// The most connections the store's pool opens.
+    pub fn pool_max(&self) -> usize {
+        self.pool_max
     }
 
     /// The driver's configuration.
@@ -83,6 +115,38 @@ impl PostgresTarget {
     pub(crate) fn scrub(&self, message: &str) -> String {
         without(message, self.password.as_deref())
     }
+}
+
+/// `url` without its `pool_max` parameter, and the pool size it asks for.
+fn pool_max_of(url: &str) -> Result<(String, usize), OpenError> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), DEFAULT_POOL_MAX));
+    };
+    let mut pool_max = DEFAULT_POOL_MAX;
+    let mut kept = Vec::new();
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some((POOL_MAX_PARAMETER, value)) => {
+                pool_max = value
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|max| (1..=POOL_MAX_LIMIT).contains(max))
+                    .ok_or_else(|| {
+                        OpenError::UnsupportedUrl(format!(
+                            "{} (pool_max must be a number of connections from 1 to {POOL_MAX_LIMIT}, not `{value}`)",
+                            redacted(base)
+                        ))
+                    })?;
+            }
+            _ => kept.push(pair),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((url, pool_max))
 }
 
 /// Whether `url` has an `@` anywhere but once, inside its authority (before the
@@ -138,5 +202,31 @@ impl fmt::Display for PostgresTarget {
 impl fmt::Debug for PostgresTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("PostgresTarget").field(&self.shown).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_max_is_ours_and_the_rest_of_the_query_goes_to_the_driver() {
+        let target = PostgresTarget::parse("postgres://u@h:5433/db").unwrap();
+        assert_eq!(target.pool_max(), DEFAULT_POOL_MAX);
+        let target =
+            PostgresTarget::parse("postgres://u@h:5433/db?pool_max=12&connect_timeout=3").unwrap();
+        assert_eq!(target.pool_max(), 12);
+        assert_eq!(
+            target.config().get_connect_timeout(),
+            Some(&Duration::from_secs(3))
+        );
+        for bad in ["0", "1001", "many"] {
+            let err = PostgresTarget::parse(&format!("postgres://u:pw@h/db?pool_max={bad}"))
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(err.contains("pool_max"), "{err}");
+            assert!(!err.contains("pw"), "{err}");
+        }
     }
 }

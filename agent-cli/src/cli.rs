@@ -233,7 +233,7 @@ pub struct WorkerArgs {
 }
 
 /// `agent serve [--listen ADDR] [--workers N] [--token-file FILE]`
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct ServeArgs {
     /// The address to listen on; any other than a loopback one needs a token
     /// configured (AGENT_API_TOKENS or --token-file). Port 0 picks a free port.
@@ -242,7 +242,8 @@ pub struct ServeArgs {
     /// In-process workers that run queued sessions (0: leave them to `agent worker` processes).
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub workers: u16,
-    /// A file of accepted API tokens, one per line (with AGENT_API_TOKENS, comma-separated).
+    /// A file of accepted API tokens, one per line (with AGENT_API_TOKENS,
+    /// comma-separated); SIGHUP reads both again.
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// Seconds stopping workers let started work finish before giving it back.

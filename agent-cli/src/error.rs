@@ -64,9 +64,8 @@ impl From<agent::EngineError> for CliError {
         match err {
             agent::EngineError::Store(store) => store.into(),
             agent::EngineError::State(state) => inconsistent(state),
-            refused @ agent::EngineError::FollowUpRefused { .. } => {
-                Self::Usage(refused.to_string())
-            }
+            refused @ (agent::EngineError::FollowUpRefused { .. }
+            | agent::EngineError::InvalidText { .. }) => Self::Usage(refused.to_string()),
             other => Self::Internal(other.to_string()),
         }
     }

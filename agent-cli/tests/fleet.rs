@@ -143,7 +143,12 @@ fn twenty_workers_and_a_server_fit_a_default_postgresql() {
             "--json",
         ]);
         assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-        ids.push(json_stdout(&output)["session_id"].as_str().unwrap().to_owned());
+        ids.push(
+            json_stdout(&output)["session_id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
         most = most.max(clients(&cluster));
     }
     let deadline = Instant::now() + Duration::from_secs(240);

@@ -611,3 +611,148 @@ async fn two_servers_on_postgresql_share_sessions_and_streams() {
     assert_eq!(page["sessions"][0]["session_id"], id.as_str());
     assert_eq!(front.metric("agent_tool_calls_total").await, 1);
 }
+
+/// Smaller holes a hostile client found, each once open: a task with a NUL
+/// character (a 503 on PostgreSQL, stored on SQLite), absurd settings, an id
+/// of thousands of characters echoed whole, a `Last-Event-ID` beyond the log
+/// answered with a silent stream.
+async fn hostile_requests_get_clear_alike_answers(server: &Server) {
+    let (status, error) = server
+        .post(
+            "/v1/sessions",
+            json!({"task": "before\u{0}after", "model": "scripted:calc.json"}),
+        )
+        .await;
+    assert_eq!(status, 400, "{error}");
+    assert!(
+        error["error"]["message"].as_str().unwrap().contains("NUL"),
+        "{error}"
+    );
+    let (status, error) = server
+        .post(
+            "/v1/sessions",
+            json!({"task": "t", "model": "scripted:calc.json", "tool_retries": 1_000_000_000}),
+        )
+        .await;
+    assert_eq!(status, 400, "{error}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--tool-retries"),
+        "{error}"
+    );
+    let long = "x".repeat(5000);
+    let (status, error) = server.get(&format!("/v1/sessions/{long}")).await;
+    assert_eq!(status, 404, "{error}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.len() < 300, "the id was echoed whole: {message}");
+    assert!(message.contains("5000 characters"), "{message}");
+    let id = server.create(json!({})).await;
+    server.wait_for(&id, "finished").await;
+    let response = server
+        .request(Method::GET, &format!("/v1/sessions/{id}/events"))
+        .header("accept", "text/event-stream")
+        .header("last-event-id", "999999")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let error: Value = response.json().await.unwrap();
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("beyond"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_requests_get_clear_answers_on_sqlite() {
+    hostile_requests_get_clear_alike_answers(&Server::start("serve-hostile", &[])).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_requests_get_clear_answers_on_postgresql() {
+    let Some(url) = agent_testkit::postgres::test_url() else {
+        return;
+    };
+    let database = agent_testkit::postgres::fresh_database(&url).await;
+    let server = Server::start_on(scratch("serve-hostile-pg"), database, &[]);
+    hostile_requests_get_clear_alike_answers(&server).await;
+}
+
+/// A connection that never finishes its request's headers is closed, so a
+/// hundred of them hold nothing for long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_that_dribble_headers_are_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = Server::start("serve-slow-headers", &[]);
+    let address = server.base.trim_start_matches("http://").to_owned();
+    let mut slow = Vec::new();
+    for _ in 0..100 {
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        slow.push(stream);
+    }
+    let (status, _) = server.get("/healthz").await;
+    assert_eq!(status, 200, "the server still answers others");
+    let deadline = Instant::now() + Duration::from_secs(40);
+    for mut stream in slow {
+        let mut buffer = [0u8; 1024];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let read = tokio::time::timeout(left, stream.read(&mut buffer))
+                .await
+                .expect("a connection without complete headers stayed open");
+            match read {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    }
+}
+
+/// SIGHUP reloads the token file and does not stop the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_token_file_and_keeps_serving() {
+    let scratch = scratch("serve-sighup");
+    let tokens = scratch.path("tokens");
+    std::fs::write(&tokens, format!("{TOKEN}\n")).unwrap();
+    let store = format!("sqlite://{}", scratch.path("agent.db").display());
+    let mut command = scratch.command();
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--store", &store])
+        .arg("--token-file")
+        .arg(&tokens);
+    let server = Server::spawn(scratch, store, command);
+    let (status, _) = server.get("/v1/sessions").await;
+    assert_eq!(status, 200);
+    let fresh = "fresh-token-after-hangup-0123456789";
+    std::fs::write(&tokens, format!("{fresh}\n")).unwrap();
+    server.signal(rustix::process::Signal::HUP);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !server.log().contains("tokens reloaded") {
+        assert!(Instant::now() < deadline, "no reload: {}", server.log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, _) = server.get("/v1/sessions").await;
+    assert_eq!(status, 401, "the old token is no longer accepted");
+    let response = server
+        .client
+        .get(server.url("/v1/sessions"))
+        .bearer_auth(fresh)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(
+        server.stop(),
+        0,
+        "it served on after SIGHUP and stopped cleanly"
+    );
+}

@@ -35,6 +35,16 @@ pub enum EngineError {
         /// Why, and what to do instead.
         reason: String,
     },
+    /// A task or message the engine refuses before anything is written: it
+    /// holds a NUL character, which PostgreSQL cannot store as text, so every
+    /// store refuses it alike.
+    #[error(
+        "the {what} holds a NUL character (\\u0000), which no store keeps; remove it and try again"
+    )]
+    InvalidText {
+        /// `task` or `message`.
+        what: &'static str,
+    },
     /// `submit` or `drive` on an engine built without a work queue.
     #[error("this engine has no work queue: build it with `EngineBuilder::queue`")]
     NoQueue,

@@ -27,6 +27,16 @@ pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(1800);
 /// Retries of a failed call of an idempotent or MCP tool when none are asked for.
 pub const DEFAULT_TOOL_RETRIES: u32 = 2;
 
+/// Most retries a session may ask for per tool call.
+pub const TOOL_RETRIES_LIMIT: u32 = 20;
+
+/// Most steps a session may be given (`--max-steps`; also the bound of
+/// `--max-invalid` and `--reflect-every`).
+pub const MAX_STEPS_LIMIT: u32 = 1_000_000;
+
+/// Most output tokens a request may ask for.
+pub const MAX_OUTPUT_TOKENS_LIMIT: u32 = 1_000_000;
+
 fn version() -> u32 {
     CONFIG_VERSION
 }
@@ -453,11 +463,30 @@ impl SessionConfig {
                 self.strategy
             )));
         }
-        if self.max_steps == 0 {
-            return Err(ConfigError::new("--max-steps must be at least 1"));
-        }
-        if self.max_output_tokens == 0 {
-            return Err(ConfigError::new("--max-output-tokens must be at least 1"));
+        for (flag, value, low, high) in [
+            ("--max-steps", Some(self.max_steps), 1, MAX_STEPS_LIMIT),
+            (
+                "--max-output-tokens",
+                Some(self.max_output_tokens),
+                1,
+                MAX_OUTPUT_TOKENS_LIMIT,
+            ),
+            (
+                "--tool-retries",
+                Some(self.tool_retries),
+                0,
+                TOOL_RETRIES_LIMIT,
+            ),
+            ("--max-invalid", Some(self.max_invalid), 0, MAX_STEPS_LIMIT),
+            ("--reflect-every", self.reflect_every, 0, MAX_STEPS_LIMIT),
+        ] {
+            if let Some(value) = value
+                && !(low..=high).contains(&value)
+            {
+                return Err(ConfigError::new(format!(
+                    "{flag} must be from {low} to {high} (got {value})"
+                )));
+            }
         }
         for (flag, seconds) in [
             ("--mcp-timeout", Some(self.mcp_timeout_secs)),
@@ -675,6 +704,41 @@ mod tests {
         .unwrap();
         assert!(agent_core::approval_waived(&config.to_value(), "deploy"));
         assert!(!agent_core::approval_waived(&config.to_value(), "other"));
+    }
+
+    #[test]
+    fn absurd_values_are_refused_naming_the_flag_and_the_range() {
+        for (options, flag) in [
+            (
+                RunOptions {
+                    tool_retries: Some(1_000_000_000),
+                    ..RunOptions::default()
+                },
+                "--tool-retries",
+            ),
+            (
+                RunOptions {
+                    max_steps: Some(0),
+                    ..RunOptions::default()
+                },
+                "--max-steps",
+            ),
+            (
+                RunOptions {
+                    max_output_tokens: Some(u32::MAX),
+                    ..RunOptions::default()
+                },
+                "--max-output-tokens",
+            ),
+        ] {
+            let options = RunOptions {
+                model: Some("scripted:script.json".into()),
+                ..options
+            };
+            let err = SessionConfig::resolve(&options, None, &std::env::temp_dir()).unwrap_err();
+            assert!(err.to_string().contains(flag), "{err}");
+            assert!(err.to_string().contains(" to "), "{err}");
+        }
     }
 
     #[test]

@@ -213,6 +213,22 @@ pub fn is_running(state: &SessionState) -> bool {
     )
 }
 
+/// Refuses a message that is empty or holds a NUL character (which no store
+/// keeps) before anything is read or written.
+fn check_message(session_id: &str, text: &str) -> Result<(), DecisionError> {
+    let reason = if text.trim().is_empty() {
+        "the message is empty"
+    } else if text.contains('\0') {
+        "the message holds a NUL character (\\u0000), which no store keeps; remove it"
+    } else {
+        return Ok(());
+    };
+    Err(DecisionError::FollowUpRefused {
+        session_id: session_id.to_owned(),
+        reason: reason.to_owned(),
+    })
+}
+
 /// Adds `text` to a running session as its recorded `--on-message` policy
 /// says: `enqueue` and `interrupt` record a `message_queued` event its driver
 /// delivers at its next step boundary; `reject` refuses. Returns whether the
@@ -227,9 +243,7 @@ pub async fn message_running(
         session_id: session_id.to_owned(),
         reason,
     };
-    if text.trim().is_empty() {
-        return Err(refused("the message is empty".into()));
-    }
+    check_message(session_id, text)?;
     for _ in 0..QUEUE_TRIES {
         let mut state = load(store, session_id).await?;
         if !is_running(&state) {
@@ -317,9 +331,7 @@ pub async fn queue_message(
         session_id: session_id.to_owned(),
         reason,
     };
-    if text.trim().is_empty() {
-        return Err(refused("the message is empty".into()));
-    }
+    check_message(session_id, text)?;
     for _ in 0..QUEUE_TRIES {
         let mut state = load(store, session_id).await?;
         let strategy = SessionConfig::recorded(state.config())

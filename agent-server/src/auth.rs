@@ -3,6 +3,7 @@
 //! time; neither a token nor its digest is ever printed or logged.
 
 use std::path::Path;
+use std::sync::{Arc, RwLock};
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -144,9 +145,40 @@ fn bearer(request: &Request) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
+/// The tokens a running server accepts, replaced as a whole when they are
+/// reloaded (`agent serve` on SIGHUP); every clone sees the replacement.
+#[derive(Debug, Clone, Default)]
+pub struct SharedTokens(Arc<RwLock<Tokens>>);
+
+impl SharedTokens {
+    /// Shares `tokens`.
+    pub fn new(tokens: Tokens) -> Self {
+        Self(Arc::new(RwLock::new(tokens)))
+    }
+
+    /// From now on, accepts `tokens` instead.
+    pub fn replace(&self, tokens: Tokens) {
+        if let Ok(mut current) = self.0.write() {
+            *current = tokens;
+        }
+    }
+
+    /// Whether `presented` is one of the current tokens.
+    pub fn accepts(&self, presented: &str) -> bool {
+        self.0
+            .read()
+            .map(|tokens| tokens.accepts(presented))
+            .unwrap_or(false)
+    }
+}
+
 /// Lets a request through when it is for an open path or carries an accepted
 /// token; answers 401 with `WWW-Authenticate: Bearer` otherwise.
-pub async fn require_token(State(tokens): State<Tokens>, request: Request, next: Next) -> Response {
+pub async fn require_token(
+    State(tokens): State<SharedTokens>,
+    request: Request,
+    next: Next,
+) -> Response {
     if OPEN_PATHS.contains(&request.uri().path()) {
         return next.run(request).await;
     }

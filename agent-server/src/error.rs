@@ -65,12 +65,37 @@ impl ApiError {
     }
 }
 
+/// The longest message an error response carries: what a client sent (an id,
+/// a field) is quoted in it, and a hostile client must not get its kilobytes
+/// echoed back.
+const ECHO_LIMIT: usize = 1024;
+
+/// The longest id quoted whole in a message.
+const ID_LIMIT: usize = 64;
+
+/// `id` as a message quotes it: whole when short, else its start and its length.
+pub fn quoted_id(id: &str) -> String {
+    match id.char_indices().nth(ID_LIMIT) {
+        Some((end, _)) => format!(
+            "{}… ({} characters)",
+            id.get(..end).unwrap_or_default(),
+            id.chars().count()
+        ),
+        None => id.to_owned(),
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let mut message = self.message;
+        if let Some((end, _)) = message.char_indices().nth(ECHO_LIMIT) {
+            message.truncate(end);
+            message.push('…');
+        }
         let body = ErrorBody {
             error: ErrorDetail {
                 code: self.code.to_owned(),
-                message: self.message,
+                message,
             },
         };
         (self.status, axum::Json(body)).into_response()
@@ -84,7 +109,10 @@ impl From<StoreError> for ApiError {
             StoreError::NotFound(id) => Self::new(
                 StatusCode::NOT_FOUND,
                 "not_found",
-                format!("no session with id `{id}`; GET /v1/sessions lists them"),
+                format!(
+                    "no session with id `{}`; GET /v1/sessions lists them",
+                    quoted_id(&id)
+                ),
             ),
             StoreError::Leased { .. } | StoreError::LeaseLost(_) | StoreError::Conflict { .. } => {
                 Self::new(StatusCode::CONFLICT, "busy", message)
@@ -165,6 +193,7 @@ impl From<EngineError> for ApiError {
                 "log_inconsistent",
                 format!("the session log is inconsistent: {state}; nothing was changed"),
             ),
+            invalid @ EngineError::InvalidText { .. } => Self::bad_request(invalid.to_string()),
             other => Self::internal(other.to_string()),
         }
     }

@@ -1,6 +1,8 @@
 //! Serving the API on a listener, with in-process workers beside it, until the
 //! shutdown signal: then streams end, requests in flight are answered, workers
-//! drain, and `serve` returns.
+//! drain, and `serve` returns. Connections are HTTP/1.1, each with a bounded
+//! time to send its request's headers, so clients that open connections and
+//! dribble (or never send) headers cannot hold them open.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,7 +28,17 @@ pub struct ServeOptions {
     /// Where the server says what it does: one line per request (method, path,
     /// status, time — never a header) and the workers' lines.
     pub log: WorkerLog,
+    /// How long a connection may take to send a request's headers before it is
+    /// closed (default [`HEADER_READ_TIMEOUT`]).
+    pub header_read_timeout: Duration,
 }
+
+/// How long a connection may take to send a request's headers, unless set.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the accept loop pauses after the system refused a connection
+/// (out of file descriptors), so it does not spin.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 
 impl Default for ServeOptions {
     fn default() -> Self {
@@ -34,6 +46,7 @@ impl Default for ServeOptions {
             workers: 2,
             drain: DEFAULT_DRAIN,
             log: Arc::new(|line: &str| eprintln!("{line}")),
+            header_read_timeout: HEADER_READ_TIMEOUT,
         }
     }
 }
@@ -64,13 +77,48 @@ pub async fn serve(
     let app = router(state).layer(axum::middleware::from_fn(move |request, next| {
         access_log(Arc::clone(&log), request, next)
     }));
-    let stop = shutdown.clone();
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await;
+    let served = accept(listener, app, &shutdown, options.header_read_timeout).await;
     shutdown.cancel();
     while workers.join_next().await.is_some() {}
     served
+}
+
+/// Accepts connections and serves `app` on each until `shutdown`; then lets
+/// the open ones finish what they are answering.
+async fn accept(
+    listener: TcpListener,
+    app: axum::Router,
+    shutdown: &agent_core::Cancellation,
+    header_read_timeout: Duration,
+) -> std::io::Result<()> {
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot accept a connection");
+                    tokio::time::sleep(ACCEPT_PAUSE).await;
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => break,
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let connection =
+            graceful.watch(http.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(err) = connection.await {
+                tracing::debug!(error = %err, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }
 
 /// Says one line per request: method, path (no query, no header), status, time.

@@ -11,14 +11,14 @@ use std::time::Duration;
 use agent_core::{Cancellation, Store};
 use agent_runtime::DeltaHub;
 
-use crate::auth::Tokens;
+use crate::auth::{SharedTokens, Tokens};
 use crate::tail::Tails;
 
 /// The state of an API router.
 #[derive(Clone)]
 pub struct ServerState {
     pub(crate) store: Arc<dyn Store>,
-    pub(crate) tokens: Tokens,
+    pub(crate) tokens: SharedTokens,
     pub(crate) cwd: PathBuf,
     pub(crate) tails: Tails,
     pub(crate) streams: Arc<AtomicU64>,
@@ -36,13 +36,19 @@ impl ServerState {
         Self {
             tails: Tails::new(Arc::clone(&store)),
             store,
-            tokens,
+            tokens: SharedTokens::new(tokens),
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
             streams: Arc::default(),
             shutdown: Cancellation::new(),
             keep_alive: crate::routes::KEEP_ALIVE,
             deltas: DeltaHub::new(),
         }
+    }
+
+    /// From now on, callers need one of `tokens` (the ones before no longer
+    /// do); requests in flight are not affected.
+    pub fn replace_tokens(&self, tokens: Tokens) {
+        self.tokens.replace(tokens);
     }
 
     /// Relative paths of new sessions are taken from `dir`.

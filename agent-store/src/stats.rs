@@ -1,6 +1,10 @@
-//! What a store has committed, for benchmarks and tests.
+//! What a store has committed, for benchmarks and tests, and whether its
+//! latest commit failed because it cannot be written (for its health check).
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use agent_core::StoreError;
 
 /// Counters of what a store has committed, for benchmarks.
 #[derive(Debug, Default)]
@@ -8,6 +12,9 @@ pub struct CommitStats {
     commits: AtomicU64,
     durable_commits: AtomicU64,
     appends: AtomicU64,
+    /// Why the latest commit failed, when it failed because the store cannot
+    /// take writes; cleared by the next commit that succeeds.
+    unwritable: Mutex<Option<StoreError>>,
 }
 
 impl CommitStats {
@@ -32,6 +39,25 @@ impl CommitStats {
         if durable {
             self.durable_commits.fetch_add(1, Ordering::Relaxed);
         }
+        if let Ok(mut unwritable) = self.unwritable.lock() {
+            *unwritable = None;
+        }
+    }
+
+    /// Notes a commit that failed with `err`: one that says the store cannot
+    /// take writes is kept until a commit succeeds.
+    pub(crate) fn failed(&self, err: &StoreError) {
+        if matches!(err, StoreError::Unwritable(_))
+            && let Ok(mut unwritable) = self.unwritable.lock()
+        {
+            *unwritable = Some(err.clone());
+        }
+    }
+
+    /// Why the latest commit failed, if it failed because the store cannot
+    /// take writes and none succeeded since.
+    pub fn unwritable(&self) -> Option<StoreError> {
+        self.unwritable.lock().ok().and_then(|error| error.clone())
     }
 
     /// Counts one acknowledged append.

@@ -1,7 +1,8 @@
 //! `agent serve`: the HTTP API on the store, with in-process workers, until
 //! SIGINT or SIGTERM; then streams end, requests in flight are answered, workers
-//! drain, and it exits 0. Without a configured token it serves only on a
-//! loopback address, with a fresh token printed once on stderr.
+//! drain, and it exits 0. SIGHUP reloads the tokens (`AGENT_API_TOKENS` and
+//! `--token-file`) without stopping. Without a configured token it serves only
+//! on a loopback address, with a fresh token printed once on stderr.
 
 use std::time::Duration;
 
@@ -20,6 +21,7 @@ const TOKENS_VAR: &str = "AGENT_API_TOKENS";
 /// Serves until a stop signal.
 pub async fn serve(args: ServeArgs) -> Result<u8, CliError> {
     let tokens = configured_tokens(&args)?;
+    let configured = !tokens.is_empty();
     let tokens = if tokens.is_empty() {
         if !args.listen.ip().is_loopback() {
             return Err(CliError::Usage(format!(
@@ -53,16 +55,53 @@ pub async fn serve(args: ServeArgs) -> Result<u8, CliError> {
         shown_url(&args.store.store),
         args.workers
     );
+    reload_tokens_on_hangup(&args, &state, configured)?;
     let options = ServeOptions {
         workers: usize::from(args.workers),
         drain: Duration::from_secs_f64(args.drain),
         log: stderr_log(),
+        ..ServeOptions::default()
     };
     agent_server::serve(listener, state, options)
         .await
         .map_err(|err| CliError::Internal(format!("the server stopped: {err}")))?;
     eprintln!("agent serve: stopped");
     Ok(0)
+}
+
+/// On each SIGHUP, reads the tokens again and serves with them from then on;
+/// tokens that cannot be read, or none at all, leave the current ones in place
+/// (a server that printed its own token keeps it).
+fn reload_tokens_on_hangup(
+    args: &ServeArgs,
+    state: &ServerState,
+    configured: bool,
+) -> Result<(), CliError> {
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|err| CliError::Internal(format!("cannot listen for SIGHUP: {err}")))?;
+    let (args, state, log) = (args.clone(), state.clone(), stderr_log());
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            match configured_tokens(&args) {
+                Ok(tokens) if tokens.is_empty() => log(&format!(
+                    "agent serve: SIGHUP: no tokens in {TOKENS_VAR} or --token-file{}; the current ones stay",
+                    if configured {
+                        ""
+                    } else {
+                        " (this run serves with the token it printed)"
+                    }
+                )),
+                Ok(tokens) => {
+                    state.replace_tokens(tokens);
+                    log("agent serve: SIGHUP: tokens reloaded");
+                }
+                Err(err) => log(&format!(
+                    "agent serve: SIGHUP: the tokens cannot be reloaded, the current ones stay: {err}"
+                )),
+            }
+        }
+    });
+    Ok(())
 }
 
 /// The tokens of `AGENT_API_TOKENS` and `--token-file`, together.

@@ -19,6 +19,16 @@ pub async fn worker(args: WorkerArgs) -> Result<u8, CliError> {
     crate::confinement::note_for_worker();
     let shutdown = shutdown_on_signals()?;
     let log = stderr_log();
+    // A hangup (a closed terminal, a reload by an init system) must not kill
+    // a worker mid-call: it has nothing to reload, and SIGTERM drains it.
+    let mut hangups = signal(SignalKind::hangup())
+        .map_err(|err| CliError::Internal(format!("cannot listen for SIGHUP: {err}")))?;
+    let said = Arc::clone(&log);
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            said("SIGHUP ignored: a worker has nothing to reload; SIGTERM stops it");
+        }
+    });
     let mut builder = Worker::builder(store)
         .concurrency(usize::from(args.concurrency))
         .claim_ttl(Duration::from_secs_f64(args.lease_secs))

@@ -219,13 +219,15 @@ impl Server {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Sends `signal` to the server.
+    pub fn signal(&self, signal: rustix::process::Signal) {
+        rustix::process::kill_process(rustix::process::Pid::from_child(&self.child), signal)
+            .unwrap();
+    }
+
     /// Stops the server with SIGTERM and returns its exit code.
     pub fn stop(mut self) -> i32 {
-        rustix::process::kill_process(
-            rustix::process::Pid::from_child(&self.child),
-            rustix::process::Signal::TERM,
-        )
-        .unwrap();
+        self.signal(rustix::process::Signal::TERM);
         self.child.wait().unwrap().code().unwrap_or(-1)
     }
 }

@@ -387,6 +387,7 @@ impl Engine {
         config: Value,
     ) -> Result<RunResult, EngineError> {
         let session_id = session_id.to_owned();
+        let task = checked_text("task", task.into())?;
         let signal = Arc::new(LeaseSignal::default());
         let mut driver = Driver::new(
             self,
@@ -394,7 +395,7 @@ impl Engine {
             Arc::clone(&signal),
         );
         driver.record(EventKind::SessionStarted {
-            task: task.into(),
+            task,
             strategy: self.strategy.name().to_owned(),
             config,
         })?;
@@ -428,13 +429,14 @@ impl Engine {
         config: Value,
     ) -> Result<String, EngineError> {
         let queue = self.queue.as_ref().ok_or(EngineError::NoQueue)?;
+        let task = checked_text("task", task.into())?;
         let session_id = new_session_id();
         let events = [
             Event::new(
                 &session_id,
                 1,
                 EventKind::SessionStarted {
-                    task: task.into(),
+                    task,
                     strategy: self.strategy.name().to_owned(),
                     config,
                 },
@@ -567,6 +569,7 @@ impl Engine {
         if text.trim().is_empty() {
             return Err(refused("the message is empty".into()));
         }
+        checked_text("message", text.to_owned())?;
         let state = load_state(self.store.as_ref(), session_id).await?;
         if state.strategy() != self.strategy.name() {
             return Err(EngineError::StrategyMismatch {
@@ -653,4 +656,12 @@ impl Engine {
         };
         decide_approval(self.store.as_ref(), session_id, call_id, decision, by).await
     }
+}
+
+/// `text` unless it holds a NUL character (see [`EngineError::InvalidText`]).
+pub(crate) fn checked_text(what: &'static str, text: String) -> Result<String, EngineError> {
+    if text.contains('\0') {
+        return Err(EngineError::InvalidText { what });
+    }
+    Ok(text)
 }

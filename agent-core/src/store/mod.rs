@@ -162,6 +162,14 @@ pub trait EventLog: Send + Sync {
         events.retain(|event| event.seq > after);
         Ok(events)
     }
+
+    /// Whether the store takes writes now, found by a write that changes
+    /// nothing (a health check): [`StoreError::Unwritable`] for a full disk
+    /// or a read-only file, [`StoreError::Backend`] for a server that does not
+    /// answer. The default (a store in memory) always does.
+    async fn check_writable(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// Where a page of sessions starts: after the session last shown, in newest-first

@@ -66,7 +66,7 @@ pub struct EventList {
     ),
     responses(
         (status = 200, body = EventList, description = "The events (JSON), or with `Accept: text/event-stream` a stream: `id: SEQ`, `event: KIND`, `data: EVENT JSON` per event, until the final one, with `event: delta` messages (`{session_id, step, text, restart}`, not stored) carrying the text of a response while this server's workers see it written"),
-        (status = 400, body = ErrorBody, description = "`Last-Event-ID` is not a seq"),
+        (status = 400, body = ErrorBody, description = "`Last-Event-ID` is not a seq, or is beyond the session's last event"),
         (status = 404, body = ErrorBody, description = "No session has this id")
     )
 )]
@@ -134,6 +134,14 @@ impl Follow {
         let events = state.store.load(&session_id).await?;
         let session = SessionState::from_events(&session_id, &events)
             .map_err(agent_core::ControlError::from)?;
+        if after > session.last_seq() {
+            // A client that claims events the log does not hold has the wrong
+            // session or a stale id: a stream of nothing would hide that.
+            return Err(ApiError::bad_request(format!(
+                "`Last-Event-ID` {after} is beyond the last event of this session ({}); resume from an id the stream sent, or from 0",
+                session.last_seq()
+            )));
+        }
         let ended = session.run_result().is_some();
         Ok(Self {
             _open: StreamGuard::open(&state),

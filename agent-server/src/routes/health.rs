@@ -1,4 +1,5 @@
-//! `GET /healthz`: whether the server can read its store; open to everyone.
+//! `GET /healthz`: whether the server can read and write its store; open to
+//! everyone.
 
 use axum::Json;
 use axum::extract::State;
@@ -25,7 +26,7 @@ pub struct Health {
     security(()),
     responses(
         (status = 200, body = Health),
-        (status = 503, description = "The store does not answer", body = ErrorBody)
+        (status = 503, description = "The store does not answer or cannot be written (a full disk, a read-only file)", body = ErrorBody)
     )
 )]
 pub async fn healthz(State(state): State<ServerState>) -> Result<Json<Health>, ApiError> {
@@ -37,5 +38,6 @@ pub async fn healthz(State(state): State<ServerState>) -> Result<Json<Health>, A
             after: None,
         })
         .await?;
+    state.store.check_writable().await?;
     Ok(Json(Health { status: "ok" }))
 }

@@ -316,6 +316,17 @@ fn event_of(session_id: &str, row: &Row) -> Result<Event, StoreError> {
 
 #[async_trait]
 impl EventLog for PostgresStore {
+    async fn check_writable(&self) -> Result<(), StoreError> {
+        let rows = self.query("SELECT pg_is_in_recovery()", &[]).await?;
+        match rows.first().map(|row| column::<bool>(row, 0)).transpose()? {
+            Some(true) => Err(StoreError::Unwritable(
+                self.target
+                    .scrub(&format!("{} is a read-only standby", self.target)),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     async fn append(&self, append: Append<'_>) -> Result<(), StoreError> {
         check_batch(append.session_id, append.expected_seq, append.events)?;
         tracing::debug!(

@@ -98,9 +98,13 @@ mod tests {
             "db.example:*:agents:alice:p\\:w\\\\d",
             "*:*:*:*:fallback",
         ];
-        let found = lines.iter().find_map(|line| matching(line, &to(Some("alice"))));
+        let found = lines
+            .iter()
+            .find_map(|line| matching(line, &to(Some("alice"))));
         assert_eq!(found.as_deref(), Some("p:w\\d"));
-        let other_user = lines.iter().find_map(|line| matching(line, &to(Some("bob"))));
+        let other_user = lines
+            .iter()
+            .find_map(|line| matching(line, &to(Some("bob"))));
         assert_eq!(other_user.as_deref(), Some("fallback"));
         assert_eq!(matching("db.example:5432:agents", &to(None)), None);
     }

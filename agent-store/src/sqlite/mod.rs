@@ -244,6 +244,24 @@ pub(super) fn sql_error(err: rusqlite::Error) -> StoreError {
 
 #[async_trait]
 impl EventLog for SqliteStore {
+    async fn check_writable(&self) -> Result<(), StoreError> {
+        if let Some(err) = self.stats.unwritable() {
+            return Err(err);
+        }
+        self.write(|conn| {
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(sql_error)?;
+            let version: i64 = tx
+                .pragma_query_value(None, "user_version", |row| row.get(0))
+                .map_err(sql_error)?;
+            tx.pragma_update(None, "user_version", version)
+                .map_err(sql_error)?;
+            tx.commit().map_err(sql_error)
+        })
+        .await
+    }
+
     async fn append(&self, append: Append<'_>) -> Result<(), StoreError> {
         check_batch(append.session_id, append.expected_seq, append.events)?;
         tracing::debug!(

@@ -105,6 +105,7 @@ fn commit_group(conn: &mut Connection, group: Vec<AppendJob>, stats: &CommitStat
                     "the commit failed and nothing was written: {other}"
                 )),
             };
+            stats.failed(&failure);
             for job in group {
                 let _ = job.reply.send(Err(failure.clone()));
             }

@@ -72,7 +72,12 @@ impl Driver<'_> {
                 .append(Append::after(&self.state, &self.unflushed, durability))
                 .await;
             match appended {
-                Ok(()) => break,
+                Ok(()) => {
+                    if durability == Durability::Full {
+                        self.durable_at = std::time::Instant::now();
+                    }
+                    break;
+                }
                 Err(StoreError::Conflict { .. }) => {
                     self.signal().committed_up_to(expected);
                     match self.rebase(expected).await? {

@@ -100,6 +100,9 @@ pub(super) struct Driver<'e> {
     pub(super) parked: bool,
     /// Seq of the last snapshot this driver saved (0 before its first).
     pub(super) snapshot_at: u64,
+    /// When this driver's last commit with fsync went through (its start
+    /// before the first).
+    pub(super) durable_at: Instant,
 }
 
 impl<'e> Driver<'e> {
@@ -121,6 +124,19 @@ impl<'e> Driver<'e> {
             via_queue: false,
             parked: false,
             snapshot_at: 0,
+            durable_at: started,
+        }
+    }
+
+    /// How durable a step's commit before its model call must be: written (a
+    /// killed process keeps it), and fsynced once [`DURABLE_EVERY`] passed
+    /// since this driver's last fsync, so a power loss costs at most that
+    /// much of a session's idempotent work.
+    pub(super) fn step_durability(&self) -> Durability {
+        if self.durable_at.elapsed() >= DURABLE_EVERY {
+            Durability::Full
+        } else {
+            Durability::Process
         }
     }
 
@@ -329,6 +345,10 @@ impl<'e> Driver<'e> {
         }
     }
 }
+
+/// The longest a driver goes without an fsync while its steps commit (see
+/// [`Driver::step_durability`]).
+pub(super) const DURABLE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The feedback on a finish proposed while a message waits that the model has
 /// not seen; the message follows it in the history.

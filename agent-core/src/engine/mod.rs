@@ -8,16 +8,17 @@
 //! 2. **Guard.** Every [`Guard`](crate::Guard) — budgets, the wall time, the
 //!    completion gate, a user's own — may let it go on or name the event to record
 //!    instead; that is the one place a run is stopped.
-//! 3. **Persist, then act.** Events are committed before anything acts on them
-//!    ([`commit`]): the previous step's results (with fsync) before each model call,
-//!    so a tool result is durable before the model sees it; a turn's dispatches
-//!    before its tools run (with fsync if any tool is not idempotent, otherwise
-//!    without: they survive a killed process, and after a power cut the model is
-//!    simply asked again); a non-idempotent call's result the moment it returns,
-//!    and each piece of strategy work as it completes. A model's response is
-//!    written (without fsync) before anything acts on it: before its calls run
-//!    and before a completion gate checks its finish. A step of idempotent
-//!    tools therefore costs one fsync.
+//! 3. **Persist, then act.** Everything is written before anything acts on it
+//!    ([`commit`]), at one of two levels: *written* (survives a killed process)
+//!    or *durable* (fsynced: survives a power loss). The previous step's results
+//!    are written before each model call, durably once a second has passed since
+//!    the last fsync ([`DURABLE_EVERY`](driver::DURABLE_EVERY)); a model's
+//!    response and its turn's dispatches before its tools run or a completion
+//!    gate checks its finish — durably if any tool is not idempotent; a
+//!    non-idempotent call's result durably the moment it returns, each piece of
+//!    strategy work durably as it completes, and a session's end durably. After
+//!    a power cut a session resumes at most about a second of idempotent work
+//!    behind: those calls run again and the model is asked again.
 //!
 //! The parts: [`model_step`] asks the model and records its response,
 //! [`tool_step`] dispatches and runs tool calls (and settles calls a crash left in

@@ -16,7 +16,6 @@ use crate::guard::Checkpoint;
 use crate::model::{CallPurpose, ModelContext, ModelError, ModelRequest, ModelResponse};
 use crate::result::ExitReason;
 use crate::state::Status;
-use crate::store::Durability;
 use crate::strategy::ModelCall;
 use crate::telemetry;
 use crate::types::{Action, Usage};
@@ -24,7 +23,9 @@ use tracing::{Instrument, Span};
 
 impl Driver<'_> {
     pub(super) async fn call_model(&mut self, call: ModelCall) -> Result<(), EngineError> {
-        if !self.guarded(Checkpoint::ModelCall).await? || !self.flush(Durability::Full).await? {
+        if !self.guarded(Checkpoint::ModelCall).await?
+            || !self.flush(self.step_durability()).await?
+        {
             return Ok(());
         }
         if self.state.pause_requested() || !self.state.pending_messages().is_empty() {

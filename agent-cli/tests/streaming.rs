@@ -65,12 +65,26 @@ fn stored_answer(scratch: &Scratch, id: &str) -> String {
         .to_owned()
 }
 
+/// A child's stdout read as it comes, on a thread of its own.
+struct Followed {
+    seen: Arc<Mutex<String>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Followed {
+    /// Everything it printed, once its stdout has closed.
+    fn finish(self) -> String {
+        self.reader.join().unwrap();
+        self.seen.lock().unwrap().clone()
+    }
+}
+
 /// Reads a child's stdout as it comes, on a thread of its own.
-fn follow_stdout(child: &mut std::process::Child) -> Arc<Mutex<String>> {
+fn follow_stdout(child: &mut std::process::Child) -> Followed {
     let mut stdout = child.stdout.take().unwrap();
     let seen = Arc::new(Mutex::new(String::new()));
     let shared = Arc::clone(&seen);
-    std::thread::spawn(move || {
+    let reader = std::thread::spawn(move || {
         let mut buffer = [0u8; 256];
         while let Ok(read) = stdout.read(&mut buffer) {
             if read == 0 {
@@ -82,7 +96,7 @@ fn follow_stdout(child: &mut std::process::Child) -> Arc<Mutex<String>> {
                 .push_str(&String::from_utf8_lossy(&buffer[..read]));
         }
     });
-    seen
+    Followed { seen, reader }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -109,7 +123,8 @@ async fn run_prints_the_text_as_it_arrives_and_stores_the_joined_chunks() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let seen = follow_stdout(&mut child);
+    let followed = follow_stdout(&mut child);
+    let seen = Arc::clone(&followed.seen);
     let started = Instant::now();
     while !seen.lock().unwrap().contains("~> 12 times 7 is ") {
         assert!(
@@ -128,8 +143,9 @@ async fn run_prints_the_text_as_it_arrives_and_stores_the_joined_chunks() {
         .await
         .unwrap();
     assert!(status.success(), "{status:?}");
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let text = seen.lock().unwrap().clone();
+    let text = tokio::task::spawn_blocking(move || followed.finish())
+        .await
+        .unwrap();
     assert_eq!(
         text.matches("12 times 7 is 84.").count(),
         2,

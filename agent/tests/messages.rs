@@ -78,27 +78,33 @@ impl Fixture {
         }
     }
 
-    /// Runs the task in the background; waits until `ready` holds for its log,
-    /// then appends a message as another process would.
-    async fn run_then_message(
-        &self,
-        interrupt: bool,
-        ready: fn(&[Event]) -> bool,
-    ) -> (String, RunResult) {
+    /// Runs the task in the background; waits until it is at `ready`, then
+    /// appends a message as another process would.
+    async fn run_then_message(&self, interrupt: bool, ready: Ready) -> (String, RunResult) {
         let session_id = new_session_id();
         let run = {
             let engine = Arc::clone(&self.engine);
             let session_id = session_id.clone();
             tokio::spawn(async move { engine.run_as(&session_id, "greet", json!({})).await })
         };
-        for _ in 0..400 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
             let events = self.store.load(&session_id).await.unwrap_or_default();
-            if ready(&events) {
+            let at = match ready {
+                Ready::SleepDispatched => events
+                    .iter()
+                    .any(|event| matches!(event.kind, EventKind::ActionDispatched { .. })),
+                Ready::InFirstModelCall => !self.requests().is_empty(),
+            };
+            if at {
                 break;
             }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the run never got to {ready:?}"
+            );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
         self.append(
             &session_id,
             EventKind::MessageQueued {
@@ -137,16 +143,13 @@ impl Fixture {
     }
 }
 
-fn dispatched_sleep(events: &[Event]) -> bool {
-    events
-        .iter()
-        .any(|event| matches!(event.kind, EventKind::ActionDispatched { .. }))
-}
-
-/// Started, and (after the pause below) inside its first model call: the
-/// request is committed only with its response, so the log cannot say more.
-fn started(events: &[Event]) -> bool {
-    !events.is_empty()
+/// Where the run is when the message arrives.
+#[derive(Debug, Clone, Copy)]
+enum Ready {
+    /// Its sleep call runs (the dispatch is written before the call starts).
+    SleepDispatched,
+    /// Its first model call is under way.
+    InFirstModelCall,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,7 +163,9 @@ async fn a_message_queued_during_a_tool_call_is_seen_at_the_next_model_call() {
         },
         requests: Mutex::new(Vec::new()),
     });
-    let (session_id, result) = fixture.run_then_message(false, dispatched_sleep).await;
+    let (session_id, result) = fixture
+        .run_then_message(false, Ready::SleepDispatched)
+        .await;
     assert_eq!(result.answer.as_deref(), Some("slept; hi"));
     let requests = fixture.requests();
     assert_eq!(requests.len(), 2);
@@ -199,7 +204,9 @@ async fn a_finish_proposed_before_the_model_saw_a_message_is_refused() {
         },
         requests: Mutex::new(Vec::new()),
     });
-    let (session_id, result) = fixture.run_then_message(false, started).await;
+    let (session_id, result) = fixture
+        .run_then_message(false, Ready::InFirstModelCall)
+        .await;
     assert_eq!(result.answer.as_deref(), Some("hello, and hi"));
     assert_eq!(result.steps_used, 2);
     let names = fixture.names(&session_id).await;
@@ -223,7 +230,9 @@ async fn a_message_that_interrupts_abandons_the_model_call_in_flight() {
         requests: Mutex::new(Vec::new()),
     });
     let begun = std::time::Instant::now();
-    let (session_id, result) = fixture.run_then_message(true, started).await;
+    let (session_id, result) = fixture
+        .run_then_message(true, Ready::InFirstModelCall)
+        .await;
     assert!(
         begun.elapsed() < Duration::from_secs(20),
         "the slow call was abandoned"

@@ -4,7 +4,7 @@
 //! by a new worker at once.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,35 +38,38 @@ struct Fleet {
     agent: PathBuf,
     url: String,
     logs: PathBuf,
-    workers: Vec<Child>,
+    /// Each worker and the name it asks the model as.
+    workers: Vec<(Child, String)>,
     started: usize,
 }
 
 impl Fleet {
-    fn spawn(&mut self) -> anyhow::Result<Child> {
+    fn spawn(&mut self) -> anyhow::Result<(Child, String)> {
         let name = format!("crash-w{}", self.started);
         self.started += 1;
         let log = std::fs::File::create(self.logs.join(format!("{name}.log")))?;
-        Ok(Command::new(&self.agent)
+        let child = Command::new(&self.agent)
             .args(["worker", "--store", &self.url, "--name", &name])
             .args(["--concurrency", "4", "--lease-secs", "2", "--drain", "5"])
+            .env(super::KEY_VARIABLE, &name)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             .kill_on_drop(true)
-            .spawn()?)
+            .spawn()?;
+        Ok((child, name))
     }
 
     /// Stops every worker with SIGTERM and waits for it to drain and exit.
     async fn stop(mut self) -> anyhow::Result<()> {
-        for child in &self.workers {
+        for (child, _) in &self.workers {
             if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
                 let pid = rustix::process::Pid::from_raw(pid)
                     .ok_or_else(|| anyhow::anyhow!("worker pid {pid} is not a pid"))?;
                 rustix::process::kill_process(pid, rustix::process::Signal::TERM)?;
             }
         }
-        for child in &mut self.workers {
+        for (child, _) in &mut self.workers {
             let status = child.wait().await?;
             anyhow::ensure!(status.success(), "a worker exited with {status} on SIGTERM");
         }
@@ -116,9 +119,10 @@ pub async fn run(run: FleetRun) -> anyhow::Result<Phase> {
         let Some(victim) = fleet.workers.get_mut(slot) else {
             continue;
         };
-        let mut victim = std::mem::replace(victim, replacement);
+        let (mut victim, name) = std::mem::replace(victim, replacement);
         victim.start_kill()?;
         victim.wait().await?;
+        run.harness.killed(&name)?;
         kills += 1;
         *points.entry(kind).or_default() += 1;
         for (_, id, observed) in &mut sessions {
@@ -157,17 +161,17 @@ async fn submit_batch(
     let first = FIRST_INDEX + sessions.len();
     for index in first..first + run.sessions.max(1) {
         let plan = run.harness.draw(index)?;
-        let id = submit(&run.harness.agent, &run.harness.url, &plan).await?;
+        let id = submit(&run.harness, &plan).await?;
         sessions.push((plan, id, Observed::default()));
     }
     Ok(())
 }
 
 /// `agent submit` of `plan`; its session id.
-async fn submit(agent: &Path, url: &str, plan: &SessionPlan) -> anyhow::Result<String> {
-    let output = Command::new(agent)
+pub async fn submit(harness: &Harness, plan: &SessionPlan) -> anyhow::Result<String> {
+    let output = Command::new(&harness.agent)
         .args(["submit", &plan.task])
-        .args(plan.run_flags(url))
+        .args(plan.run_flags(&harness.model.spec(), &harness.url))
         .stdin(Stdio::null())
         .output()
         .await?;

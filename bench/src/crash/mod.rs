@@ -15,10 +15,11 @@
 
 mod check;
 mod fleet;
+mod model;
 mod plan;
 mod single;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
@@ -77,14 +78,43 @@ pub struct Harness {
     pub tag: String,
     /// Where scripts, workspaces and worker logs go.
     pub dir: PathBuf,
+    /// The model every session asks.
+    pub model: model::ModelServer,
+    /// The processes killed so far, by the API key they asked the model with.
+    killed: Mutex<BTreeSet<String>>,
 }
 
 impl Harness {
-    /// Draws session `index` of this run.
+    /// Draws session `index` of this run and gives the model its script.
     fn draw(&self, index: usize) -> anyhow::Result<SessionPlan> {
-        SessionPlan::draw(self.seed, &self.tag, index, &self.dir)
+        let plan = SessionPlan::draw(self.seed, &self.tag, index, &self.dir)?;
+        self.model.add(&plan)?;
+        Ok(plan)
+    }
+
+    /// Notes that the process that asks the model as `process` was killed.
+    fn killed(&self, process: &str) -> anyhow::Result<()> {
+        lock(&self.killed)?.insert(process.to_owned());
+        Ok(())
+    }
+
+    /// What the model's answers say about calls made twice, for `sessions`.
+    fn reasked(
+        &self,
+        sessions: &[(SessionPlan, String, Observed)],
+    ) -> anyhow::Result<model::Reasked> {
+        let tasks: BTreeSet<&str> = sessions
+            .iter()
+            .map(|(plan, _, _)| plan.task.as_str())
+            .collect();
+        let killed = lock(&self.killed)?.clone();
+        Ok(model::reasked(&self.model.answers()?, &tasks, &killed))
     }
 }
+
+/// The variable an `agent` process reads its model key from; the harness
+/// gives each process a key of its own, so the model knows who asked.
+pub const KEY_VARIABLE: &str = "OPENAI_API_KEY";
 
 /// What one phase did.
 pub struct Phase {
@@ -140,6 +170,8 @@ pub async fn crash(args: CrashArgs) -> anyhow::Result<()> {
         seed: args.seed,
         tag,
         dir: dir.clone(),
+        model: model::ModelServer::start().await?,
+        killed: Mutex::default(),
     });
     let single = single::run(single::Lanes {
         harness: std::sync::Arc::clone(&harness),
@@ -153,7 +185,7 @@ pub async fn crash(args: CrashArgs) -> anyhow::Result<()> {
         single.sessions.len()
     );
     let workers = fleet::run(fleet::FleetRun {
-        harness,
+        harness: std::sync::Arc::clone(&harness),
         kills: worker_kills,
         sessions: args.worker_sessions,
         workers: args.workers,
@@ -169,9 +201,13 @@ pub async fn crash(args: CrashArgs) -> anyhow::Result<()> {
     let mut total = Findings::default();
     total.add(&single_findings);
     total.add(&worker_findings);
+    let single_reasked = harness.reasked(&single.sessions)?;
+    let worker_reasked = harness.reasked(&workers.sessions)?;
+    let reasked_outside =
+        single_reasked.outside_killed_request + worker_reasked.outside_killed_request;
     let kills = single.kills + workers.kills;
     let failures: Vec<&String> = single.failures.iter().chain(&workers.failures).collect();
-    let ok = total.ok() && failures.is_empty() && kills >= args.kills;
+    let ok = total.ok() && reasked_outside == 0 && failures.is_empty() && kills >= args.kills;
     let mut points = single.points.clone();
     for (kind, count) in &workers.points {
         *points.entry(kind).or_default() += count;
@@ -184,9 +220,13 @@ pub async fn crash(args: CrashArgs) -> anyhow::Result<()> {
         "kill_points": points,
         "busy_retries": single.busy_retries,
         "unexpected_exits": failures,
+        "model_requests": single_reasked.requests + worker_reasked.requests,
+        "reasked_in_killed_request": single_reasked.in_killed_request + worker_reasked.in_killed_request,
+        "reasked_outside_killed_request": reasked_outside,
+        "reasked_problems": single_reasked.problems.iter().chain(&worker_reasked.problems).collect::<Vec<_>>(),
         "phases": {
-            "single_process": phase_json(&single, &single_findings),
-            "workers": phase_json(&workers, &worker_findings),
+            "single_process": phase_json(&single, &single_findings, &single_reasked),
+            "workers": phase_json(&workers, &worker_findings, &worker_reasked),
         },
         "elapsed_s": started.elapsed().as_secs_f64(),
         "ok": ok,
@@ -210,11 +250,16 @@ pub async fn crash(args: CrashArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn phase_json(phase: &Phase, findings: &Findings) -> serde_json::Value {
+fn phase_json(phase: &Phase, findings: &Findings, reasked: &model::Reasked) -> serde_json::Value {
     let mut value = findings.to_json();
     if let Some(fields) = value.as_object_mut() {
         fields.insert("kills".into(), json!(phase.kills));
         fields.insert("kill_points".into(), json!(phase.points));
+        fields.insert("model_requests".into(), json!(reasked.requests));
+        fields.insert(
+            "reasked_outside_killed_request".into(),
+            json!(reasked.outside_killed_request),
+        );
         fields.remove("problems");
     }
     value

@@ -71,8 +71,6 @@ pub struct SessionPlan {
     pub steps: Vec<Step>,
     /// Its workspace directory.
     pub workspace: PathBuf,
-    /// Its script file.
-    pub script: PathBuf,
 }
 
 impl SessionPlan {
@@ -113,20 +111,17 @@ impl SessionPlan {
             .collect();
         let workspace = dir.join(format!("ws-{index}"));
         std::fs::create_dir_all(&workspace)?;
-        let script = dir.join(format!("script-{index}.json"));
-        let plan = Self {
+        Ok(Self {
             index,
             task,
             steps,
             workspace,
-            script,
-        };
-        std::fs::write(&plan.script, serde_json::to_string(&plan.responses())?)?;
-        Ok(plan)
+        })
     }
 
-    /// The scripted model's responses: one per step, then the finish.
-    fn responses(&self) -> Vec<Value> {
+    /// The model's responses, as a scripted model takes them: one per step,
+    /// then the finish.
+    pub fn responses(&self) -> Vec<Value> {
         let calculator = |left: i64, operation: &str, right: i64| {
             json!({"tool_name": "calculator",
                    "arguments": {"left": left, "operation": operation, "right": right}})
@@ -177,11 +172,12 @@ impl SessionPlan {
         self.steps.len() + 1
     }
 
-    /// The flags of `agent run` / `agent submit` for this session.
-    pub fn run_flags(&self, store: &str) -> Vec<String> {
+    /// The flags of `agent run` / `agent submit` for this session, asking
+    /// the model of spec `model`.
+    pub fn run_flags(&self, model: &str, store: &str) -> Vec<String> {
         vec![
             "--model".into(),
-            format!("scripted:{}", self.script.display()),
+            model.to_owned(),
             "--tools".into(),
             "calculator,append_line,sleep".into(),
             "--workspace".into(),

@@ -209,11 +209,13 @@ async fn attempt_once(
             plan.steps.len() > 20,
         )
     });
+    let process = format!("run-{}-{attempt}", plan.index);
     let mut command = Command::new(&lanes.harness.agent);
+    command.env(super::KEY_VARIABLE, &process);
     match &id {
         None => command
             .args(["run", &plan.task])
-            .args(plan.run_flags(&lanes.harness.url)),
+            .args(plan.run_flags(&lanes.harness.model.spec(), &lanes.harness.url)),
         Some(id) => command.args(["resume", id, "--store", &lanes.harness.url, "--json"]),
     };
     let mut child = command
@@ -246,6 +248,7 @@ async fn attempt_once(
             }
             child.start_kill()?;
             child.wait().await?;
+            lanes.harness.killed(&process)?;
             if id.is_none() {
                 tokio::time::sleep(COMMIT_AFTER_KILL).await;
                 id = find_session(lanes.harness.store.as_ref(), &plan.task).await?;

@@ -3,6 +3,8 @@
 #
 #   scripts/pg-cluster.sh start DIR   # prints the URL to export as AGENT_TEST_POSTGRES_URL
 #   scripts/pg-cluster.sh stop DIR
+#   scripts/pg-cluster.sh halt DIR fast|immediate   # stops the server, keeps the cluster
+#   scripts/pg-cluster.sh restart DIR               # starts a halted server again
 #
 # The cluster lives in DIR, listens on 127.0.0.1 only on a free high port, and
 # trusts local connections, except for the role `agent_pw` (password
@@ -12,8 +14,8 @@
 # default, 100, for the fleet-size test).
 set -euo pipefail
 
-action=${1:?usage: pg-cluster.sh start|stop DIR}
-dir=${2:?usage: pg-cluster.sh start|stop DIR}
+action=${1:?usage: pg-cluster.sh start|stop|halt|restart DIR}
+dir=${2:?usage: pg-cluster.sh start|stop|halt|restart DIR}
 
 bindir() {
     local found
@@ -44,13 +46,21 @@ start)
         || { cat "$dir/initdb.log" >&2; exit 1; }
     { echo "host all agent_pw 127.0.0.1/32 scram-sha-256"; cat "$dir/data/pg_hba.conf"; } >"$dir/hba"
     cat "$dir/hba" >"$dir/data/pg_hba.conf"
-    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=${PG_MAX_CONNECTIONS:-300}" start >/dev/null \
+    echo "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=${PG_MAX_CONNECTIONS:-300}" >"$dir/options"
+    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -o "$(cat "$dir/options")" start >/dev/null \
         || { cat "$dir/server.log" >&2; exit 1; }
     as_owner "$bin/psql" -q -h 127.0.0.1 -p "$port" -U postgres -d postgres \
         -c "CREATE DATABASE agent_test" \
         -c "CREATE ROLE agent_pw LOGIN SUPERUSER PASSWORD 'agent-pw-secret'" >/dev/null
     echo "postgres://postgres@127.0.0.1:$port/agent_test"
+    ;;
+halt)
+    mode=${3:?usage: pg-cluster.sh halt DIR fast|immediate}
+    as_owner "$(bindir)/pg_ctl" -D "$dir/data" -m "$mode" -w stop >/dev/null
+    ;;
+restart)
+    as_owner "$(bindir)/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -o "$(cat "$dir/options")" start >/dev/null \
+        || { cat "$dir/server.log" >&2; exit 1; }
     ;;
 stop)
     if [[ -d "$dir/data" ]]; then
@@ -59,7 +69,7 @@ stop)
     rm -rf "$dir"
     ;;
 *)
-    echo "usage: pg-cluster.sh start|stop DIR" >&2
+    echo "usage: pg-cluster.sh start|stop|halt|restart DIR" >&2
     exit 2
     ;;
 esac

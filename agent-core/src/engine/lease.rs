@@ -142,8 +142,8 @@ async fn foreign_writes(store: &dyn EventStore, session_id: &str, committed: u64
 
 /// Renews the lease every `period`, waking the driver when the log holds events
 /// it did not write (other than a pause request or a queued message) or the
-/// lease was lost; a message that interrupts wakes a model call in flight. A
-/// failed renewal is retried next period.
+/// lease was lost to another owner; a message that interrupts wakes a model
+/// call in flight. A failed renewal is retried next period.
 async fn renew(
     store: Arc<dyn EventStore>,
     session_id: String,
@@ -165,10 +165,20 @@ async fn renew(
                     }
                 }
             }
+            // A lease that is gone without another owner (a PostgreSQL server
+            // that crashed empties its unlogged lease table; a lease that
+            // expired while the store was away) is taken again: the log's seq
+            // still stops any write that another driver made stale.
             Err(StoreError::LeaseLost(_)) => {
-                signal.lost.store(true, Ordering::Release);
-                signal.wake.notify_one();
-                return;
+                match store.acquire_lease(&session_id, &owner, ttl).await {
+                    Ok(()) => tracing::info!(session_id, "lease taken again after it was gone"),
+                    Err(StoreError::Leased { .. }) => {
+                        signal.lost.store(true, Ordering::Release);
+                        signal.wake.notify_one();
+                        return;
+                    }
+                    Err(_) => {}
+                }
             }
             Err(_) => {}
         }

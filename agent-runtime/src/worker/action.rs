@@ -172,6 +172,10 @@ async fn record(
     for _ in 0..APPEND_TRIES {
         let state = load(shared, &action.session_id).await?;
         if !in_flight(&state, &action.call.id) {
+            // Perhaps recorded by an earlier try whose answer was lost (the
+            // store went away during its commit): the session may still need
+            // queueing.
+            queue_if_turn_done(shared, &state).await?;
             return Ok(Served::AlreadyDone);
         }
         let before = state.last_seq();

@@ -161,17 +161,17 @@ async fn submit_batch(
     let first = FIRST_INDEX + sessions.len();
     for index in first..first + run.sessions.max(1) {
         let plan = run.harness.draw(index)?;
-        let id = submit(&run.harness, &plan).await?;
+        let id = submit(&run.harness, &run.harness.url, &plan).await?;
         sessions.push((plan, id, Observed::default()));
     }
     Ok(())
 }
 
-/// `agent submit` of `plan`; its session id.
-pub async fn submit(harness: &Harness, plan: &SessionPlan) -> anyhow::Result<String> {
+/// `agent submit` of `plan` to the store at `url`; its session id.
+pub async fn submit(harness: &Harness, url: &str, plan: &SessionPlan) -> anyhow::Result<String> {
     let output = Command::new(&harness.agent)
         .args(["submit", &plan.task])
-        .args(plan.run_flags(&harness.model.spec(), &harness.url))
+        .args(plan.run_flags(&harness.model.spec(), url))
         .stdin(Stdio::null())
         .output()
         .await?;

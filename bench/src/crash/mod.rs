@@ -16,6 +16,7 @@
 mod check;
 mod fleet;
 mod model;
+mod outage;
 mod plan;
 mod single;
 
@@ -62,6 +63,24 @@ pub struct CrashArgs {
     /// The `agent` binary (default: the one beside this benchmark).
     #[arg(long)]
     agent: Option<PathBuf>,
+    /// With a postgres:// store: the directory of the `scripts/pg-cluster.sh`
+    /// cluster that serves it; the outage lanes then stop that server mid-run
+    /// (`-m fast`, then `-m immediate`) and start it again.
+    #[arg(long, value_name = "DIR")]
+    pg_cluster: Option<PathBuf>,
+    /// The cluster script of `--pg-cluster`.
+    #[arg(long, value_name = "FILE", default_value = "scripts/pg-cluster.sh")]
+    pg_script: PathBuf,
+    /// With the sqlite store: the disk-full lane, on an SQLite file on a small
+    /// tmpfs (mounting one needs root) that is filled up mid-run and freed.
+    #[arg(long)]
+    disk_full: bool,
+    /// How long each outage lasts.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    outage_secs: u64,
+    /// Sessions of each outage lane.
+    #[arg(long, default_value_t = 12)]
+    outage_sessions: usize,
 }
 
 /// What both phases share: the binary, the store, the seed, where files go.
@@ -196,6 +215,7 @@ pub async fn crash(args: CrashArgs) -> anyhow::Result<()> {
         workers.kills,
         workers.sessions.len()
     );
+    let lanes = outage_lanes(&args, &harness, &store).await?;
     let single_findings = check::check(store.as_ref(), &single.sessions).await?;
     let worker_findings = check::check(store.as_ref(), &workers.sessions).await?;
     let mut total = Findings::default();
@@ -207,7 +227,11 @@ pub async fn crash(args: CrashArgs) -> anyhow::Result<()> {
         single_reasked.outside_killed_request + worker_reasked.outside_killed_request;
     let kills = single.kills + workers.kills;
     let failures: Vec<&String> = single.failures.iter().chain(&workers.failures).collect();
-    let ok = total.ok() && reasked_outside == 0 && failures.is_empty() && kills >= args.kills;
+    let ok = total.ok()
+        && reasked_outside == 0
+        && failures.is_empty()
+        && kills >= args.kills
+        && lanes.iter().all(|lane| lane.ok);
     let mut points = single.points.clone();
     for (kind, count) in &workers.points {
         *points.entry(kind).or_default() += count;
@@ -228,6 +252,7 @@ pub async fn crash(args: CrashArgs) -> anyhow::Result<()> {
             "single_process": phase_json(&single, &single_findings, &single_reasked),
             "workers": phase_json(&workers, &worker_findings, &worker_reasked),
         },
+        "outage_lanes": lanes.iter().map(|lane| lane.json.clone()).collect::<Vec<_>>(),
         "elapsed_s": started.elapsed().as_secs_f64(),
         "ok": ok,
     });
@@ -248,6 +273,97 @@ pub async fn crash(args: CrashArgs) -> anyhow::Result<()> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(())
+}
+
+/// Sessions of the outage lanes are numbered from here on.
+const OUTAGE_INDEX: usize = 200_000;
+
+/// The outage lanes `args` ask for: the PostgreSQL server stopped fast and
+/// stopped immediately, or the SQLite disk filled.
+async fn outage_lanes(
+    args: &CrashArgs,
+    harness: &std::sync::Arc<Harness>,
+    store: &std::sync::Arc<dyn agent::Store>,
+) -> anyhow::Result<Vec<outage::LaneReport>> {
+    let mut reports = Vec::new();
+    let lane = |url: String, store: std::sync::Arc<dyn agent::Store>, outage, number: usize| {
+        outage::Lane {
+            harness: std::sync::Arc::clone(harness),
+            url,
+            store,
+            sessions: args.outage_sessions,
+            workers: 2,
+            outage_secs: args.outage_secs,
+            outage,
+            first_index: OUTAGE_INDEX + number * 1_000,
+        }
+    };
+    if let Some(cluster) = &args.pg_cluster {
+        anyhow::ensure!(
+            matches!(args.store, StoreKind::Postgres(_)),
+            "--pg-cluster needs a postgres:// --store"
+        );
+        for (number, mode) in ["fast", "immediate"].into_iter().enumerate() {
+            let outage = outage::Outage::Postgres {
+                script: args.pg_script.clone(),
+                cluster: cluster.clone(),
+                mode,
+            };
+            let report = outage::run(lane(
+                harness.url.clone(),
+                std::sync::Arc::clone(store),
+                outage,
+                number,
+            ))
+            .await?;
+            eprintln!("outage lane: {}", report.json);
+            reports.push(report);
+        }
+    }
+    if args.disk_full {
+        anyhow::ensure!(
+            matches!(args.store, StoreKind::Sqlite),
+            "--disk-full needs the sqlite --store"
+        );
+        let disk = SmallDisk::mount(&harness.dir.join("small-disk"))?;
+        let url = format!("sqlite://{}", disk.0.join("agent.db").display());
+        let lane_store = agent::store::open_url(&url, true).await?;
+        let outage = outage::Outage::DiskFull {
+            filler: disk.0.join("filler"),
+        };
+        let report = outage::run(lane(url, lane_store, outage, 2)).await?;
+        eprintln!("outage lane: {}", report.json);
+        reports.push(report);
+    }
+    Ok(reports)
+}
+
+/// A small tmpfs for the disk-full lane, unmounted when dropped.
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(dir: &std::path::Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=48m", "tmpfs"])
+            .arg(dir)
+            .status()?;
+        anyhow::ensure!(
+            mounted.success(),
+            "cannot mount a tmpfs at {} for the disk-full lane (it needs root)",
+            dir.display()
+        );
+        Ok(Self(dir.to_path_buf()))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
 }
 
 fn phase_json(phase: &Phase, findings: &Findings, reasked: &model::Reasked) -> serde_json::Value {

@@ -5,7 +5,7 @@
 # of medians (with min–max) per configuration.
 #
 #   cargo build --release -p bench
-#   bench/compare.sh ../shared/bench/peers          # REPS=3 by default
+#   bench/compare.sh bench/peers          # REPS=3 by default
 set -euo pipefail
 peers=${1:?usage: bench/compare.sh PEERS_DIR (the folder of langgraph_bench.py and plain_loop.py)}
 cd "$(dirname "$0")/.."

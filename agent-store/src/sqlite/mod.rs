@@ -3,9 +3,9 @@
 //! WAL mode, `synchronous=FULL` for durable commits, a busy timeout for other
 //! processes, `BEGIN IMMEDIATE` for every write. All writes of one store go through
 //! one writer thread, which commits the appends waiting for it in one transaction
-//! (a savepoint per append, so one conflict does not abort the others) and
-//! acknowledges each caller only after that commit: group commit. Reads use their
-//! own connection.
+//! (a conflict is found before its append writes anything, so it aborts only
+//! that append) and acknowledges each caller only after that commit: group
+//! commit. Reads use their own connection.
 
 mod index;
 mod lease;

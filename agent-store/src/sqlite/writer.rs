@@ -1,7 +1,8 @@
 //! The writer thread of an SQLite store: every write goes through it. It takes
 //! whatever jobs are waiting, commits the appends among them in one transaction
-//! (a savepoint per append, so one conflict does not abort the others) and
-//! acknowledges each caller only after that commit: group commit. Callers encode
+//! and acknowledges each caller only after that commit: group commit. An
+//! append's conflict is found before it writes anything, so it aborts only
+//! itself; any other error fails the whole group, which writes nothing. Callers encode
 //! their events before they queue them ([`EventRow`]), so the thread only runs SQL.
 
 use std::sync::mpsc;
@@ -120,24 +121,17 @@ fn append_group(
     durable: bool,
 ) -> Result<Vec<Result<(), StoreError>>, rusqlite::Error> {
     conn.pragma_update(None, "synchronous", if durable { "FULL" } else { "NORMAL" })?;
-    let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut results = Vec::with_capacity(group.len());
     for job in group {
-        let savepoint = tx.savepoint()?;
-        match append_one(&savepoint, job)? {
-            Ok(()) => {
-                savepoint.commit()?;
-                results.push(Ok(()));
-            }
-            Err(conflict) => results.push(Err(conflict)),
-        }
+        results.push(append_one(&tx, job)?);
     }
     tx.commit()?;
     Ok(results)
 }
 
-/// One append inside the group's transaction: `Ok(Err(_))` is a conflict, whose
-/// savepoint the caller rolls back.
+/// One append inside the group's transaction: `Ok(Err(_))` is a conflict,
+/// found before anything of the append is written.
 fn append_one(
     conn: &Connection,
     job: &AppendJob,

@@ -450,41 +450,15 @@ fn a_truncated_store_file_is_refused_clearly() {
     assert_eq!(std::fs::read(&db).unwrap(), before, "nothing was written");
 }
 
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
-
 /// A store on a full disk fails with a clear error and keeps every committed
 /// session; made read-only, it is refused clearly and left as it was.
 #[test]
 fn a_full_or_read_only_disk_is_a_clear_error_and_corrupts_nothing() {
-    if !is_root() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI runs as root to mount a tmpfs"
-        );
-        eprintln!("skipped: mounting a small tmpfs needs root");
-        return;
-    }
     let scratch = scratch("full-disk");
     let mount = scratch.path("small");
-    std::fs::create_dir_all(&mount).unwrap();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=600k", "tmpfs"])
-        .arg(&mount)
-        .status()
-        .unwrap();
-    assert!(mounted.success(), "mount a tmpfs");
-    struct Unmount(std::path::PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount")
-                .arg("-l")
-                .arg(&self.0)
-                .status();
-        }
-    }
-    let _unmount = Unmount(mount.clone());
+    let Some(_disk) = agent_testkit::SmallDisk::for_test(&mount, "600k") else {
+        return;
+    };
     let store = format!("sqlite://{}/agent.db", mount.display());
     let task = "x".repeat(20_000);
     let script = scratch.script("calc.json", common::calculator_script());

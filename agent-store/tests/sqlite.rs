@@ -203,41 +203,13 @@ async fn a_lease_held_by_a_live_process_is_refused_and_a_dead_holder_is_taken_ov
     store.acquire_lease("s", "owner-c", minute).await.unwrap();
 }
 
-fn is_root() -> bool {
-    std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|output| String::from_utf8_lossy(&output.stdout).trim() == "0")
-}
-
 /// Regression: `/healthz` said 200 while the disk under the store was full.
 #[tokio::test]
 async fn a_full_disk_fails_the_write_check_until_space_is_freed() {
-    if !is_root() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI runs as root to mount a tmpfs"
-        );
-        eprintln!("skipped: mounting a small tmpfs needs root");
-        return;
-    }
     let dir = TempDir::new("full-check");
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
-        .arg(&dir.0)
-        .status()
-        .unwrap();
-    assert!(mounted.success(), "mount a tmpfs");
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount")
-                .arg("-l")
-                .arg(&self.0)
-                .status();
-        }
-    }
-    let _unmount = Unmount(dir.0.clone());
+    let Some(_disk) = agent_testkit::SmallDisk::for_test(&dir.0, "2m") else {
+        return;
+    };
     let store = SqliteStore::open(dir.db()).unwrap();
     store.check_writable().await.unwrap();
     let filler = dir.0.join("filler");

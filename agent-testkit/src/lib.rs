@@ -6,10 +6,13 @@
 //!   the binary in them, reading its JSON output and traces.
 //! - [`conformance`]: one suite every event store passes.
 //! - [`postgres`]: the throw-away PostgreSQL server of the tests, when there is one.
+//! - [`SmallDisk`]: a small tmpfs, to fill a store's disk.
 
 pub mod cli;
 pub mod conformance;
+mod disk;
 pub mod postgres;
 mod provider;
 
+pub use disk::SmallDisk;
 pub use provider::{FakeProvider, Received, Reply};

@@ -77,51 +77,62 @@ pub(super) async fn run(shared: &Shared, claim: ActionClaim) {
         "{} [{}] of {}",
         action.call.tool_name, action.call.id, action.session_id
     );
-    match serve(shared, &claim).await {
-        Ok(Served::Recorded) => shared.say(&format!("ran {what}")),
-        Ok(Served::AlreadyDone) => {}
+    let settle = match serve(shared, &claim).await {
+        Ok(Served::Recorded) => {
+            shared.say(&format!("ran {what}"));
+            Settle::Finish
+        }
+        Ok(Served::AlreadyDone) => Settle::Finish,
         Ok(Served::LacksTool(why)) => {
             shared.say(&format!(
                 "leaves {what} to a worker that has the tool: {why}"
             ));
             tokio::time::sleep(BROKEN_BACKOFF).await;
-            let released = until_stored(shared, &format!("give back {what}"), || {
-                shared
-                    .store
-                    .release_action(&action.session_id, &action.call.id, &shared.name)
-            })
-            .await;
-            if let Err(err) = released {
-                shared.say(&format!("cannot give back {what}: {err}"));
-            }
-            return;
+            Settle::Release
         }
         Err(err) => {
             // An error waiting cannot mend (a damaged log): the claim goes
             // back with its attempt counted, so the call is reported, not
             // run twice.
             shared.say(&format!("cannot record {what} and gives it back: {err}"));
-            let abandoned = until_stored(shared, &format!("give back {what}"), || {
-                shared
-                    .store
-                    .abandon_action(&action.session_id, &action.call.id, &shared.name)
-            })
-            .await;
-            if let Err(err) = abandoned {
-                shared.say(&format!("cannot give back {what}: {err}"));
-            }
-            return;
+            Settle::Abandon
         }
-    }
-    let finished = until_stored(shared, &format!("finish {what}"), || {
-        shared
-            .store
-            .finish_action(&action.session_id, &action.call.id)
+    };
+    let (session_id, call_id, store) = (&action.session_id, &action.call.id, &shared.store);
+    let verb = match settle {
+        Settle::Finish => "finish",
+        Settle::Release | Settle::Abandon => "give back",
+    };
+    let settled = until_stored(shared, &format!("{verb} {what}"), || async {
+        match settle {
+            Settle::Finish => store.finish_action(session_id, call_id).await,
+            Settle::Release => {
+                store
+                    .release_action(session_id, call_id, &shared.name)
+                    .await
+            }
+            Settle::Abandon => {
+                store
+                    .abandon_action(session_id, call_id, &shared.name)
+                    .await
+            }
+        }
     })
     .await;
-    if let Err(err) = finished {
-        shared.say(&format!("cannot finish {what}: {err}"));
+    if let Err(err) = settled {
+        shared.say(&format!("cannot {verb} {what}: {err}"));
     }
+}
+
+/// What becomes of a served call's queue entry.
+#[derive(Clone, Copy)]
+enum Settle {
+    /// Its result is in the log: it leaves the queue.
+    Finish,
+    /// It never ran here: back to the queue, the attempt not counted.
+    Release,
+    /// It may have run: back to the queue, the attempt counted.
+    Abandon,
 }
 
 /// How a claimed call was served.

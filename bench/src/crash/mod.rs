@@ -325,45 +325,17 @@ async fn outage_lanes(
             matches!(args.store, StoreKind::Sqlite),
             "--disk-full needs the sqlite --store"
         );
-        let disk = SmallDisk::mount(&harness.dir.join("small-disk"))?;
-        let url = format!("sqlite://{}", disk.0.join("agent.db").display());
+        let disk = agent_testkit::SmallDisk::mount(&harness.dir.join("small-disk"), "48m")?;
+        let url = format!("sqlite://{}", disk.dir().join("agent.db").display());
         let lane_store = agent::store::open_url(&url, true).await?;
         let outage = outage::Outage::DiskFull {
-            filler: disk.0.join("filler"),
+            filler: disk.dir().join("filler"),
         };
         let report = outage::run(lane(url, lane_store, outage, 2)).await?;
         eprintln!("outage lane: {}", report.json);
         reports.push(report);
     }
     Ok(reports)
-}
-
-/// A small tmpfs for the disk-full lane, unmounted when dropped.
-struct SmallDisk(PathBuf);
-
-impl SmallDisk {
-    fn mount(dir: &std::path::Path) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(dir)?;
-        let mounted = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=48m", "tmpfs"])
-            .arg(dir)
-            .status()?;
-        anyhow::ensure!(
-            mounted.success(),
-            "cannot mount a tmpfs at {} for the disk-full lane (it needs root)",
-            dir.display()
-        );
-        Ok(Self(dir.to_path_buf()))
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.0)
-            .status();
-    }
 }
 
 fn phase_json(phase: &Phase, findings: &Findings, reasked: &model::Reasked) -> serde_json::Value {

@@ -145,30 +145,20 @@ impl Processes {
         let mut children = Vec::new();
         for n in 0..lane.workers.max(1) {
             let name = format!("outage-w{}-{n}", lane.first_index);
-            let log = std::fs::File::create(logs.join(format!("{name}.log")))?;
-            let child = Command::new(&lane.harness.agent)
-                .args(["worker", "--store", &lane.url, "--name", &name])
-                .args(["--concurrency", "4", "--lease-secs", "5", "--drain", "10"])
-                .env(KEY_VARIABLE, &name)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(log)
-                .kill_on_drop(true)
-                .spawn()?;
-            children.push((child, name));
+            let args = [
+                "worker",
+                "--name",
+                &name,
+                "--concurrency",
+                "4",
+                "--lease-secs",
+                "5",
+            ];
+            children.push(spawn(lane, logs, name.clone(), &args)?);
         }
         let name = format!("outage-serve-{}", lane.first_index);
-        let log = std::fs::File::create(logs.join(format!("{name}.log")))?;
-        let serve = Command::new(&lane.harness.agent)
-            .args(["serve", "--listen", "127.0.0.1:0", "--workers", "1"])
-            .args(["--drain", "10", "--store", &lane.url])
-            .env(KEY_VARIABLE, &name)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()?;
-        children.push((serve, name));
+        let args = ["serve", "--listen", "127.0.0.1:0", "--workers", "1"];
+        children.push(spawn(lane, logs, name, &args)?);
         Ok(Self(children))
     }
 
@@ -192,6 +182,22 @@ impl Processes {
         }
         Ok(failed)
     }
+}
+
+/// Starts `agent ARGS… --drain 10 --store URL` of the lane, asking the model
+/// as `name`, its stderr in `logs/NAME.log`.
+fn spawn(lane: &Lane, logs: &Path, name: String, args: &[&str]) -> anyhow::Result<(Child, String)> {
+    let log = std::fs::File::create(logs.join(format!("{name}.log")))?;
+    let child = Command::new(&lane.harness.agent)
+        .args(args)
+        .args(["--drain", "10", "--store", &lane.url])
+        .env(KEY_VARIABLE, &name)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()?;
+    Ok((child, name))
 }
 
 /// Runs the lane: submits, starts the processes, takes the store away once

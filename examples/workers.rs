@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent::{Cancellation, PublicStatus, Store};
-use agent_runtime::{RunOptions, SessionConfig, Worker};
+use agent_runtime::{AgentSpec, SessionConfig, Worker};
 use serde_json::json;
 
 const SESSIONS: usize = 20;
@@ -35,11 +35,11 @@ async fn main() -> anyhow::Result<()> {
             ])
             .to_string(),
         )?;
-        let options = RunOptions {
+        let options = AgentSpec {
             model: Some(format!("scripted:{}", script.display())),
             tools: Some(vec!["sleep".into(), "append_line".into()]),
             workspace: Some(dir.clone()),
-            ..RunOptions::default()
+            ..AgentSpec::default()
         };
         let config = SessionConfig::resolve(&options, None, &dir)?;
         ids.push(

@@ -196,7 +196,7 @@ pub struct WaitArgs {
     /// The session.
     pub session_id: String,
     /// Give up after this many seconds (exit 9); the session keeps running.
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds, allow_negative_numbers = true)]
+    #[arg(long, value_name = "SECS", value_parser = agent_runtime::parse_seconds, allow_negative_numbers = true)]
     pub timeout: Option<f64>,
     /// Print exactly one JSON RunResult on stdout and nothing else.
     #[arg(long)]
@@ -225,7 +225,7 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_drain)]
     pub drain: f64,
     /// Seconds a claim lasts without renewal: how soon another worker takes over the work of one that died.
-    #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_seconds, allow_negative_numbers = true)]
+    #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = agent_runtime::parse_seconds, allow_negative_numbers = true)]
     pub lease_secs: f64,
     /// Where sessions are stored.
     #[command(flatten)]
@@ -346,129 +346,13 @@ pub struct DenyArgs {
     pub store: StoreArgs,
 }
 
-/// Flags that configure how a session runs.
+/// Flags that configure how a session runs: its settings (one declaration,
+/// [`agent_runtime::AgentSpec`]) and how this command prints.
 #[derive(Debug, Args)]
 pub struct RunFlags {
-    /// The model: `scripted:FILE`, `replay:SESSION_ID`, `openai:MODEL[@BASE_URL]`,
-    /// `anthropic:MODEL[@BASE_URL]`, `local[:FILE.gguf][?ctx=N&…]` (a GGUF model run
-    /// in this process; `local` is the one `agent model pull` fetches) or
-    /// `json:<spec>`; keys come from the environment.
-    #[arg(long, value_name = "SPEC")]
-    pub model: Option<String>,
-    /// A model asked when the one before it fails for good (retries exhausted,
-    /// 401/403/404, circuit open); repeatable, tried in order.
-    #[arg(long = "fallback-model", value_name = "SPEC")]
-    pub fallback_models: Vec<String>,
-    /// How the session runs: `react` (default) or `plan-execute`.
-    #[arg(long, value_name = "NAME", value_parser = ["react", "plan-execute"])]
-    pub strategy: Option<String>,
-    /// Calls of these tools wait for a human decision (`agent approve` / `agent deny`).
-    #[arg(long, value_name = "a,b", value_delimiter = ',')]
-    pub approve_tools: Option<Vec<String>>,
-    /// Tools flagged `needs_approval` whose calls this session runs without a
-    /// human decision; recorded with the session, so its resumes and workers
-    /// obey it too.
-    #[arg(long, value_name = "a,b", value_delimiter = ',')]
-    pub waive_approval: Option<Vec<String>>,
-    /// Built-in tools the model may call, comma-separated (default: none).
-    #[arg(long, value_name = "a,b,c", value_delimiter = ',')]
-    pub tools: Option<Vec<String>>,
-    /// Root of every file-touching tool (default: the current directory).
-    #[arg(long, value_name = "DIR")]
-    pub workspace: Option<PathBuf>,
-    /// Programs `run_command` may start, comma-separated.
-    #[arg(long, value_name = "a,b", value_delimiter = ',')]
-    pub allow_cmd: Option<Vec<String>>,
-    /// Environment variables started programs get besides PATH, HOME, LANG and
-    /// TMPDIR, comma-separated (run_command, --finish-when, MCP servers).
-    #[arg(long, value_name = "a,b", value_delimiter = ',')]
-    pub pass_env: Option<Vec<String>>,
-    /// A command that must succeed before a finish is accepted (e.g. "cargo test").
-    #[arg(long, value_name = "COMMAND")]
-    pub finish_when: Option<String>,
-    /// Start an MCP server over stdio and offer its tools ("COMMAND ARGS…"; repeatable).
-    #[arg(long, value_name = "COMMAND")]
-    pub mcp: Vec<String>,
-    /// Seconds an MCP server may take to start, and a call of its tools to answer (default 30).
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds, allow_negative_numbers = true)]
-    pub mcp_timeout: Option<f64>,
-    /// Model responses allowed per turn, valid or not (default 10).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_steps: Option<u32>,
-    /// Input plus output tokens allowed per turn.
-    #[arg(long, value_name = "N")]
-    pub max_tokens: Option<u64>,
-    /// Model calls allowed per turn.
-    #[arg(long, value_name = "N")]
-    pub max_model_calls: Option<u64>,
-    /// Tool calls allowed per turn.
-    #[arg(long, value_name = "N")]
-    pub max_tool_calls: Option<u64>,
-    /// Count the step, token and call budgets over the whole session instead
-    /// of per conversation turn (`agent send` starts a turn).
-    #[arg(long)]
-    pub session_budget: bool,
-    /// What a message sent with `agent send` while the session runs does:
-    /// `enqueue` (default: the model sees it at its next call), `interrupt`
-    /// (a model call in flight is abandoned and asked again with it) or
-    /// `reject` (refused, exit 2).
-    #[arg(long, value_name = "POLICY", value_parser = ["enqueue", "interrupt", "reject"])]
-    pub on_message: Option<String>,
-    /// Output tokens per model request, sent to the provider (default 1024).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_output_tokens: Option<u32>,
-    /// Wall-time budget of the run in seconds.
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds, allow_negative_numbers = true)]
-    pub timeout: Option<f64>,
-    /// Time allowed for one provider request in seconds (default 120).
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds, allow_negative_numbers = true)]
-    pub request_timeout: Option<f64>,
-    /// Time allowed for one tool call in seconds, every tool (default 1800).
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds, allow_negative_numbers = true)]
-    pub tool_timeout: Option<f64>,
-    /// Retries of a failed call of an idempotent or MCP tool (default 2).
-    #[arg(long, value_name = "N")]
-    pub tool_retries: Option<u32>,
-    /// Run a call again even when an identical earlier call of an idempotent
-    /// tool already returned (by default it gets that result back instead).
-    #[arg(long)]
-    pub allow_repeated_calls: bool,
-    /// What history each model request holds: `keep-all` (default), `last:N`
-    /// (the last N turns), `window:TOKENS` (the newest turns that fit) or
-    /// `summarise:TOKENS[:KEEP]` (past TOKENS, the model summarises the oldest
-    /// turns, keeping the last KEEP, default 4).
-    #[arg(long, value_name = "POLICY")]
-    pub context: Option<String>,
-    /// Invalid model outputs in a row after which one last request asks for a
-    /// plain-text answer and the run ends with invalid_model_output (default 3;
-    /// 0: no such limit).
-    #[arg(long, value_name = "N")]
-    pub max_invalid: Option<u32>,
-    /// When a step, token, call or wall-time limit ends the run: `summarise`
-    /// (default: one last request answers from what was gathered, `partial` in
-    /// the result) or `stop`.
-    #[arg(long, value_name = "MODE", value_parser = ["stop", "summarise"])]
-    pub on_limit: Option<String>,
-    /// Every N steps the model is asked, in a separate request, whether it is
-    /// closer to the goal or going in circles (0: never).
-    #[arg(long, value_name = "N")]
-    pub reflect_every: Option<u32>,
-    /// A JSON Schema file the final answer must satisfy; the validated JSON is
-    /// the result's `output` (the schema is recorded with the session).
-    #[arg(long, value_name = "FILE", value_parser = read_schema_file)]
-    pub output_schema: Option<serde_json::Value>,
-    /// CPU threads of a local model (default 2).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub threads: Option<u32>,
-    /// Sampling temperature of a local model, 0 to 2 (default 0: greedy, deterministic).
-    #[arg(long, value_name = "T")]
-    pub temperature: Option<f32>,
-    /// Append a JSONL trace of the run to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
-    /// What the trace writes of texts: `summary` (chars and sha256) or `full`.
-    #[arg(long, value_name = "MODE", value_parser = ["summary", "full"])]
-    pub trace_content: Option<String>,
+    /// The session's settings.
+    #[command(flatten)]
+    pub spec: agent_runtime::AgentSpec,
     /// Print exactly one JSON RunResult on stdout and nothing else.
     #[arg(long)]
     pub json: bool,
@@ -488,58 +372,6 @@ pub struct RunFlags {
     pub store: StoreArgs,
 }
 
-impl RunFlags {
-    /// The run options these flags ask for.
-    pub fn options(&self) -> agent_runtime::RunOptions {
-        agent_runtime::RunOptions {
-            model: self.model.clone(),
-            fallback_models: (!self.fallback_models.is_empty())
-                .then(|| self.fallback_models.clone()),
-            strategy: self.strategy.clone(),
-            approve_tools: self.approve_tools.clone(),
-            waive_approval: self.waive_approval.clone(),
-            tools: self.tools.clone(),
-            workspace: self.workspace.clone(),
-            allow_cmd: self.allow_cmd.clone(),
-            finish_when: self.finish_when.clone(),
-            pass_env: self.pass_env.clone(),
-            mcp: (!self.mcp.is_empty()).then(|| self.mcp.clone()),
-            mcp_timeout_secs: self.mcp_timeout,
-            max_steps: self.max_steps,
-            max_tokens: self.max_tokens,
-            max_model_calls: self.max_model_calls,
-            max_tool_calls: self.max_tool_calls,
-            max_output_tokens: self.max_output_tokens,
-            timeout_secs: self.timeout,
-            request_timeout_secs: self.request_timeout,
-            tool_timeout_secs: self.tool_timeout,
-            tool_retries: self.tool_retries,
-            allow_repeated_calls: self.allow_repeated_calls.then_some(true),
-            context: self.context.clone(),
-            max_invalid: self.max_invalid,
-            on_limit: self.on_limit.clone(),
-            reflect_every: self.reflect_every,
-            output_schema: self.output_schema.clone(),
-            session_budget: self.session_budget.then_some(true),
-            on_message: self.on_message.clone(),
-            threads: self.threads,
-            temperature: self.temperature,
-            trace: self.trace.clone(),
-            trace_content: self.trace_content.clone(),
-        }
-    }
-}
-
-/// The JSON held by the schema file at `path` (whether it is a usable JSON
-/// Schema is checked with the rest of the configuration).
-fn read_schema_file(path: &str) -> Result<serde_json::Value, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|err| format!("cannot read the schema file `{path}`: {err}"))?;
-    serde_json::from_str(&text).map_err(|err| {
-        format!("the schema file `{path}` is not JSON ({err}); give a JSON Schema document")
-    })
-}
-
 /// An address to listen on: IP and port.
 fn parse_listen(text: &str) -> Result<std::net::SocketAddr, String> {
     text.parse().map_err(|_| {
@@ -554,18 +386,5 @@ fn parse_drain(text: &str) -> Result<f64, String> {
         _ => Err(format!(
             "`{text}` must be a number of seconds from 0 to 3600"
         )),
-    }
-}
-
-fn parse_seconds(text: &str) -> Result<f64, String> {
-    let seconds: f64 = text
-        .parse()
-        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
-    if seconds.is_finite() && seconds > 0.0 && seconds <= 31_536_000.0 {
-        Ok(seconds)
-    } else {
-        Err(format!(
-            "`{text}` must be a positive number of seconds, at most a year"
-        ))
     }
 }

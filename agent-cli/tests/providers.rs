@@ -397,3 +397,46 @@ async fn a_server_that_cannot_parse_its_models_tool_call_gets_the_step_as_json_t
         "the next step asks natively again"
     );
 }
+
+/// The agent's instructions reach each provider's wire as its system prompt,
+/// ahead of the strategy's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instructions_reach_the_system_prompt_of_each_provider() {
+    let instructions = "You are ACME's support agent. Be brief.";
+    let openai = FakeProvider::start(vec![openai_text("84")]).await.unwrap();
+    let first = scratch("instructions-openai");
+    let output = run(
+        &first,
+        &format!("openai:m@{}/v1", openai.url()),
+        &["--instructions", instructions],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let system = &openai.received()[0].body["messages"][0];
+    assert_eq!(system["role"], "system");
+    let text = system["content"].as_str().unwrap();
+    assert!(text.starts_with(instructions), "{text}");
+    assert!(text.contains("When you know the answer"), "{text}");
+
+    let anthropic_server = FakeProvider::start(vec![anthropic(
+        json!([{"type": "text", "text": "84"}]),
+        10,
+        2,
+    )])
+    .await
+    .unwrap();
+    let second = scratch("instructions-anthropic");
+    std::fs::write(second.path("instructions.md"), instructions).unwrap();
+    let output = run(
+        &second,
+        &format!("anthropic:m@{}", anthropic_server.url()),
+        &["--instructions", "@instructions.md"],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let system = anthropic_server.received()[0].body["system"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(system.starts_with(instructions), "{system}");
+}

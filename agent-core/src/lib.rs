@@ -54,7 +54,7 @@ pub use control::{
 pub use delta::{DeltaSink, IgnoreDeltas, ModelDelta};
 pub use engine::{
     DEFAULT_LEASE_RENEWAL, DEFAULT_LEASE_TTL, DEFAULT_STORE_PATIENCE, Drive, Engine, EngineBuilder,
-    INTERRUPTED, WAIVE_APPROVAL, approval_waived, is_repeated_call_answer,
+    INTERRUPTED, WAIVE_APPROVAL, agent_instructions, approval_waived, is_repeated_call_answer,
 };
 pub use error::EngineError;
 pub use event::{ApprovalDecision, Event, EventKind, LastAnswerKind, SCHEMA_VERSION, now_millis};

@@ -90,6 +90,9 @@ pub struct WorkContext {
     /// Arguments a human gave when approving this work's tool call (see
     /// [`StrategyWork::tool_call`]); the work calls its tool with them.
     pub approved_arguments: Option<Value>,
+    /// The agent's instructions, for the model calls the work makes (ahead of
+    /// its own).
+    pub instructions: Option<Arc<str>>,
 }
 
 /// The strategy event a piece of work leaves.

@@ -1,11 +1,12 @@
 //! The session configuration: everything a run is given, recorded in the
 //! session's first event (`SessionStarted.config`) so that a resume, a worker on
 //! another machine or the HTTP server rebuilds the same engine. It is a
-//! persistence format, versioned; fields added later have defaults, so an old
-//! session's configuration still reads.
+//! persistence format, versioned; settings added later have defaults, so an
+//! old session's configuration still reads.
 //!
-//! [`RunOptions`] are what a caller asks for (the `agent run` flags, the HTTP API's
-//! fields): each one set overrides the recorded value, each one unset keeps it.
+//! What a caller asks for (the `agent run` flags, the HTTP API's fields) is an
+//! [`AgentSpec`]: each setting it has overrides the recorded value, each it
+//! lacks keeps it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,9 +15,11 @@ use agent_core::{Budgets, DEFAULT_MAX_INVALID, DEFAULT_MAX_STEPS, OnLimit, Outpu
 use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
+use crate::spec::AgentSpec;
 
-/// Version of the recorded configuration this build writes.
-pub const CONFIG_VERSION: u32 = 1;
+/// Version of the recorded configuration this build writes (2 added the
+/// agent's instructions).
+pub const CONFIG_VERSION: u32 = 2;
 
 /// Output tokens per request when none is asked for.
 pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 1024;
@@ -41,46 +44,6 @@ fn version() -> u32 {
     CONFIG_VERSION
 }
 
-fn default_strategy() -> String {
-    "react".into()
-}
-
-fn default_mcp_timeout() -> f64 {
-    agent_tools::DEFAULT_MCP_TIMEOUT.as_secs_f64()
-}
-
-fn default_request_timeout() -> f64 {
-    agent_providers::DEFAULT_REQUEST_TIMEOUT.as_secs_f64()
-}
-
-fn default_tool_timeout() -> f64 {
-    DEFAULT_TOOL_TIMEOUT.as_secs_f64()
-}
-
-fn default_tool_retries() -> u32 {
-    DEFAULT_TOOL_RETRIES
-}
-
-fn default_trace_content() -> String {
-    "summary".into()
-}
-
-fn default_context() -> String {
-    "keep-all".into()
-}
-
-fn default_max_invalid() -> u32 {
-    DEFAULT_MAX_INVALID
-}
-
-fn default_on_limit() -> String {
-    OnLimit::default().as_str().into()
-}
-
-fn default_on_message() -> String {
-    "enqueue".into()
-}
-
 /// What a message sent to a running session does (`--on-message`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnMessage {
@@ -94,201 +57,76 @@ pub enum OnMessage {
     Reject,
 }
 
-/// Every setting of a session, as recorded in `SessionStarted.config`.
+/// Every setting of a session, as recorded in `SessionStarted.config`: an
+/// [`AgentSpec`] resolved — every setting with a default present, paths
+/// absolute, the model spec checked — with the layout's version and how the
+/// programs it starts were confined. The settings are flat in the record, as
+/// they always were, so a configuration recorded by an earlier version reads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionConfig {
     /// Layout version ([`CONFIG_VERSION`]).
     #[serde(default = "version")]
     pub version: u32,
-    /// The model spec, never with a key; file paths made absolute.
-    pub model: String,
-    /// Models asked, in order, when the one before failed for good
-    /// (`--fallback-model`), recorded as `model` is.
-    #[serde(default)]
-    pub fallback_models: Vec<String>,
-    /// `react` or `plan-execute`.
-    #[serde(default = "default_strategy")]
-    pub strategy: String,
-    /// Tools whose calls wait for a human decision.
-    #[serde(default)]
-    pub approve_tools: Vec<String>,
-    /// Tools flagged `needs_approval` whose calls this session runs without
-    /// a decision (`--waive-approval`); recorded under the key the engine
-    /// reads ([`agent_core::WAIVE_APPROVAL`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub waive_approval: Vec<String>,
-    /// Built-in tool names.
-    #[serde(default)]
-    pub tools: Vec<String>,
-    /// Programs `run_command` may start.
-    #[serde(default)]
-    pub allow_cmd: Vec<String>,
-    /// The completion check, if any.
-    #[serde(default)]
-    pub finish_when: Option<String>,
-    /// Environment variables passed to started programs besides `PATH`,
-    /// `HOME`, `LANG` and `TMPDIR` (`--pass-env`).
-    #[serde(default)]
-    pub pass_env: Vec<String>,
-    /// MCP server command lines.
-    #[serde(default)]
-    pub mcp: Vec<String>,
-    /// Seconds an MCP server may take to start or answer a call.
-    #[serde(default = "default_mcp_timeout")]
-    pub mcp_timeout_secs: f64,
-    /// Absolute workspace root.
-    pub workspace: PathBuf,
-    /// Step budget.
-    #[serde(default = "default_max_steps")]
-    pub max_steps: u32,
-    /// Token budget of the session.
-    #[serde(default)]
-    pub max_tokens: Option<u64>,
-    /// Model-call budget of the session.
-    #[serde(default)]
-    pub max_model_calls: Option<u64>,
-    /// Tool-call budget of the session.
-    #[serde(default)]
-    pub max_tool_calls: Option<u64>,
-    /// Per-request output token cap.
-    #[serde(default = "default_max_output_tokens")]
-    pub max_output_tokens: u32,
-    /// Wall-time budget in seconds.
-    #[serde(default)]
-    pub timeout_secs: Option<f64>,
-    /// Time allowed for one provider request, in seconds.
-    #[serde(default = "default_request_timeout")]
-    pub request_timeout_secs: f64,
-    /// Time allowed for one tool call, in seconds (every tool).
-    #[serde(default = "default_tool_timeout")]
-    pub tool_timeout_secs: f64,
-    /// Retries of a failed call of an idempotent or MCP tool.
-    #[serde(default = "default_tool_retries")]
-    pub tool_retries: u32,
-    /// Whether a call identical to an earlier successful call of an idempotent
-    /// tool runs again (`--allow-repeated-calls`); by default it is answered
-    /// with the earlier result and a request to finish or change course.
-    #[serde(default)]
-    pub allow_repeated_calls: bool,
-    /// What history each model request holds (`--context`): `keep-all`,
-    /// `last:N`, `window:TOKENS` or `summarise:TOKENS[:KEEP]`.
-    #[serde(default = "default_context")]
-    pub context: String,
-    /// Invalid model outputs in a row that end the run, after one last request
-    /// for a plain-text answer (`--max-invalid`; 0: no such limit).
-    #[serde(default = "default_max_invalid")]
-    pub max_invalid: u32,
-    /// What a run that a limit ends does first (`--on-limit`): `stop` or
-    /// `summarise` (one last request for an answer from what was gathered).
-    #[serde(default = "default_on_limit")]
-    pub on_limit: String,
-    /// Steps between reflections (`--reflect-every`), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reflect_every: Option<u32>,
-    /// What a message sent while the session runs does (`--on-message`):
-    /// `enqueue`, `interrupt` or `reject`.
-    #[serde(default = "default_on_message")]
-    pub on_message: String,
-    /// The JSON Schema a finish's answer must satisfy (`--output-schema`; the
-    /// schema itself is recorded, not its file).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_schema: Option<serde_json::Value>,
-    /// Whether the budgets count over the whole session instead of per
-    /// conversation turn (`--session-budget`).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub session_budget: bool,
-    /// Trace file (absolute), if any.
-    #[serde(default)]
-    pub trace: Option<PathBuf>,
-    /// `summary` or `full`.
-    #[serde(default = "default_trace_content")]
-    pub trace_content: String,
+    /// The settings.
+    #[serde(flatten)]
+    pub spec: AgentSpec,
     /// How the programs the session starts were confined where it started:
     /// `landlock`, or `none: <why>` (recorded, never read back as a setting).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confinement: Option<String>,
 }
 
-fn default_max_steps() -> u32 {
-    DEFAULT_MAX_STEPS
+/// The settings a session has when nothing sets them (and a configuration
+/// recorded before a setting existed reads as having).
+fn defaults(cwd: &Path) -> AgentSpec {
+    AgentSpec {
+        strategy: Some(default_strategy()),
+        mcp_timeout_secs: Some(agent_tools::DEFAULT_MCP_TIMEOUT.as_secs_f64()),
+        workspace: Some(cwd.to_owned()),
+        max_steps: Some(DEFAULT_MAX_STEPS),
+        max_output_tokens: Some(DEFAULT_MAX_OUTPUT_TOKENS),
+        request_timeout_secs: Some(agent_providers::DEFAULT_REQUEST_TIMEOUT.as_secs_f64()),
+        tool_timeout_secs: Some(DEFAULT_TOOL_TIMEOUT.as_secs_f64()),
+        tool_retries: Some(DEFAULT_TOOL_RETRIES),
+        allow_repeated_calls: Some(false),
+        context: Some("keep-all".into()),
+        max_invalid: Some(DEFAULT_MAX_INVALID),
+        on_limit: Some(OnLimit::default().as_str().into()),
+        on_message: Some("enqueue".into()),
+        trace_content: Some("summary".into()),
+        ..AgentSpec::default()
+    }
 }
 
-fn default_max_output_tokens() -> u32 {
-    DEFAULT_MAX_OUTPUT_TOKENS
+fn default_strategy() -> String {
+    "react".into()
 }
 
-/// What a caller asks of a run: every field set overrides the recorded value (or
-/// the default, for a new session). The names are the `agent run` flags in
-/// snake_case; unknown fields are refused.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RunOptions {
-    /// `--model`.
-    pub model: Option<String>,
-    /// `--fallback-model` (replaces the recorded list when given).
-    pub fallback_models: Option<Vec<String>>,
-    /// `--strategy`: `react` or `plan-execute`.
-    pub strategy: Option<String>,
-    /// `--approve-tools`.
-    pub approve_tools: Option<Vec<String>>,
-    /// `--waive-approval`.
-    pub waive_approval: Option<Vec<String>>,
-    /// `--tools`.
-    pub tools: Option<Vec<String>>,
-    /// `--workspace`.
-    pub workspace: Option<PathBuf>,
-    /// `--allow-cmd`.
-    pub allow_cmd: Option<Vec<String>>,
-    /// `--finish-when`.
-    pub finish_when: Option<String>,
-    /// `--pass-env`.
-    pub pass_env: Option<Vec<String>>,
-    /// `--mcp` (replaces the recorded list when not empty).
-    pub mcp: Option<Vec<String>>,
-    /// `--mcp-timeout`.
-    pub mcp_timeout_secs: Option<f64>,
-    /// `--max-steps`.
-    pub max_steps: Option<u32>,
-    /// `--max-tokens`.
-    pub max_tokens: Option<u64>,
-    /// `--max-model-calls`.
-    pub max_model_calls: Option<u64>,
-    /// `--max-tool-calls`.
-    pub max_tool_calls: Option<u64>,
-    /// `--max-output-tokens`.
-    pub max_output_tokens: Option<u32>,
-    /// `--timeout`.
-    pub timeout_secs: Option<f64>,
-    /// `--request-timeout`.
-    pub request_timeout_secs: Option<f64>,
-    /// `--tool-timeout`.
-    pub tool_timeout_secs: Option<f64>,
-    /// `--tool-retries`.
-    pub tool_retries: Option<u32>,
-    /// `--allow-repeated-calls`.
-    pub allow_repeated_calls: Option<bool>,
-    /// `--context`.
-    pub context: Option<String>,
-    /// `--max-invalid`.
-    pub max_invalid: Option<u32>,
-    /// `--on-limit`: `stop` or `summarise`.
-    pub on_limit: Option<String>,
-    /// `--reflect-every` (0 turns recorded reflection off).
-    pub reflect_every: Option<u32>,
-    /// `--output-schema`: the JSON Schema itself (the CLI reads it from its file).
-    pub output_schema: Option<serde_json::Value>,
-    /// `--threads`: CPU threads of a local model (folded into its spec).
-    pub threads: Option<u32>,
-    /// `--temperature`: sampling temperature of a local model (folded into its spec).
-    pub temperature: Option<f32>,
-    /// `--session-budget`: budgets count over the whole session, not per turn.
-    pub session_budget: Option<bool>,
-    /// `--on-message`: `enqueue`, `interrupt` or `reject`.
-    pub on_message: Option<String>,
-    /// `--trace`.
-    pub trace: Option<PathBuf>,
-    /// `--trace-content`: `summary` or `full`.
-    pub trace_content: Option<String>,
+/// `over`'s settings on top of `base`'s: each setting `over` has replaces
+/// `base`'s, each it lacks keeps it.
+fn overlay(base: &AgentSpec, over: &AgentSpec) -> Result<AgentSpec, ConfigError> {
+    let (mut merged, over) = (to_object(base)?, to_object(over)?);
+    merged.extend(over);
+    serde_json::from_value(serde_json::Value::Object(merged))
+        .map_err(|err| ConfigError::new(format!("the settings do not combine: {err}")))
+}
+
+fn to_object(spec: &AgentSpec) -> Result<serde_json::Map<String, serde_json::Value>, ConfigError> {
+    match serde_json::to_value(spec) {
+        Ok(serde_json::Value::Object(fields)) => Ok(fields),
+        Ok(_) | Err(_) => Err(ConfigError::new("the settings cannot be written as JSON")),
+    }
+}
+
+/// Names trimmed, blank ones dropped.
+fn trimmed(names: &Option<Vec<String>>) -> Option<Vec<String>> {
+    names.as_ref().map(|names| {
+        names
+            .iter()
+            .map(|name| name.trim().to_owned())
+            .filter(|name| !name.is_empty())
+            .collect()
+    })
 }
 
 impl SessionConfig {
@@ -297,157 +135,194 @@ impl SessionConfig {
     /// `cwd`, checked: the model spec parses, every tool exists, the workspace is
     /// a directory, every number is in range.
     pub fn resolve(
-        options: &RunOptions,
+        options: &AgentSpec,
         recorded: Option<&SessionConfig>,
         cwd: &Path,
     ) -> Result<Self, ConfigError> {
-        let model = match (&options.model, recorded) {
+        let base = match recorded {
+            Some(recorded) => overlay(&defaults(cwd), &recorded.spec)?,
+            None => defaults(cwd),
+        };
+        let model = match (&options.model, &base.model) {
             (Some(spec), _) => crate::model::normalise(spec, cwd)?,
-            (None, Some(recorded)) => recorded.model.clone(),
+            (None, Some(recorded)) => recorded.clone(),
             (None, None) => {
                 return Err(ConfigError::new(
                     "--model is required, for example --model scripted:script.json",
                 ));
             }
         };
-        let model = crate::model::with_local_options(&model, options.threads, options.temperature)?;
-        let base = recorded.cloned().unwrap_or_else(|| Self::defaults(cwd));
-        let fallback_models = match &options.fallback_models {
-            Some(specs) => specs
-                .iter()
-                .map(|spec| {
-                    crate::model::normalise(spec, cwd)
-                        .map_err(|err| ConfigError::new(format!("--fallback-model: {err}")))
-                })
-                .collect::<Result<Vec<_>, _>>()?,
-            None => base.fallback_models.clone(),
-        };
-        let workspace = match &options.workspace {
-            Some(dir) => absolute_dir(&cwd.join(dir))?,
-            None => absolute_dir(&base.workspace)?,
-        };
-        let trace = match &options.trace {
-            Some(path) => Some(cwd.join(path)),
-            None => base.trace.clone(),
-        };
-        let or = |given: &Option<Vec<String>>, kept: &Vec<String>| {
-            given.as_ref().map_or_else(
-                || kept.clone(),
-                |given| {
-                    given
+        let given = AgentSpec {
+            model: Some(crate::model::with_local_options(
+                &model,
+                options.threads,
+                options.temperature,
+            )?),
+            fallback_models: options
+                .fallback_models
+                .as_ref()
+                .map(|specs| {
+                    specs
                         .iter()
-                        .map(|name| name.trim().to_owned())
-                        .filter(|name| !name.is_empty())
-                        .collect()
-                },
-            )
+                        .map(|spec| {
+                            crate::model::normalise(spec, cwd)
+                                .map_err(|err| ConfigError::new(format!("--fallback-model: {err}")))
+                        })
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .transpose()?,
+            approve_tools: trimmed(&options.approve_tools),
+            waive_approval: trimmed(&options.waive_approval),
+            tools: trimmed(&options.tools),
+            allow_cmd: trimmed(&options.allow_cmd),
+            pass_env: trimmed(&options.pass_env),
+            mcp: options.mcp.clone().filter(|servers| !servers.is_empty()),
+            workspace: Some(absolute_dir(&match &options.workspace {
+                Some(dir) => cwd.join(dir),
+                None => base.workspace.clone().unwrap_or_else(|| cwd.to_owned()),
+            })?),
+            trace: options.trace.as_ref().map(|path| cwd.join(path)),
+            context: options
+                .context
+                .as_ref()
+                .map(|spec| {
+                    agent_strategies::ContextSpec::parse(spec)
+                        .map(|spec| spec.to_string())
+                        .map_err(|err| ConfigError::new(err.to_string()))
+                })
+                .transpose()?,
+            // Folded into the local model's spec above.
+            threads: None,
+            temperature: None,
+            ..options.clone()
         };
+        let mut spec = overlay(&base, &given)?;
+        if spec.reflect_every == Some(0) {
+            spec.reflect_every = None;
+        }
         let config = Self {
             version: CONFIG_VERSION,
-            model,
-            fallback_models,
-            strategy: options.strategy.clone().unwrap_or(base.strategy.clone()),
-            approve_tools: or(&options.approve_tools, &base.approve_tools),
-            waive_approval: or(&options.waive_approval, &base.waive_approval),
-            tools: or(&options.tools, &base.tools),
-            allow_cmd: or(&options.allow_cmd, &base.allow_cmd),
-            finish_when: options.finish_when.clone().or(base.finish_when.clone()),
-            pass_env: or(&options.pass_env, &base.pass_env),
-            mcp: match &options.mcp {
-                Some(servers) if !servers.is_empty() => servers.clone(),
-                _ => base.mcp.clone(),
-            },
-            mcp_timeout_secs: options.mcp_timeout_secs.unwrap_or(base.mcp_timeout_secs),
-            workspace,
-            max_steps: options.max_steps.unwrap_or(base.max_steps),
-            max_tokens: options.max_tokens.or(base.max_tokens),
-            max_model_calls: options.max_model_calls.or(base.max_model_calls),
-            max_tool_calls: options.max_tool_calls.or(base.max_tool_calls),
-            max_output_tokens: options.max_output_tokens.unwrap_or(base.max_output_tokens),
-            timeout_secs: options.timeout_secs.or(base.timeout_secs),
-            request_timeout_secs: options
-                .request_timeout_secs
-                .unwrap_or(base.request_timeout_secs),
-            tool_timeout_secs: options.tool_timeout_secs.unwrap_or(base.tool_timeout_secs),
-            tool_retries: options.tool_retries.unwrap_or(base.tool_retries),
-            allow_repeated_calls: options
-                .allow_repeated_calls
-                .unwrap_or(base.allow_repeated_calls),
-            context: match &options.context {
-                Some(spec) => agent_strategies::ContextSpec::parse(spec)
-                    .map_err(|err| ConfigError::new(err.to_string()))?
-                    .to_string(),
-                None => base.context.clone(),
-            },
-            max_invalid: options.max_invalid.unwrap_or(base.max_invalid),
-            on_limit: options.on_limit.clone().unwrap_or(base.on_limit.clone()),
-            reflect_every: match options.reflect_every {
-                Some(0) => None,
-                Some(every) => Some(every),
-                None => base.reflect_every,
-            },
-            output_schema: options.output_schema.clone().or(base.output_schema.clone()),
-            session_budget: options.session_budget.unwrap_or(base.session_budget),
-            on_message: options
-                .on_message
-                .clone()
-                .unwrap_or(base.on_message.clone()),
-            trace,
-            trace_content: options
-                .trace_content
-                .clone()
-                .unwrap_or(base.trace_content.clone()),
-            confinement: base.confinement.clone(),
+            spec,
+            confinement: recorded.and_then(|recorded| recorded.confinement.clone()),
         };
         config.check()?;
         Ok(config)
     }
 
-    fn defaults(cwd: &Path) -> Self {
-        Self {
-            version: CONFIG_VERSION,
-            model: String::new(),
-            fallback_models: Vec::new(),
-            strategy: default_strategy(),
-            approve_tools: Vec::new(),
-            waive_approval: Vec::new(),
-            tools: Vec::new(),
-            allow_cmd: Vec::new(),
-            finish_when: None,
-            pass_env: Vec::new(),
-            mcp: Vec::new(),
-            mcp_timeout_secs: default_mcp_timeout(),
-            workspace: cwd.to_owned(),
-            max_steps: DEFAULT_MAX_STEPS,
-            max_tokens: None,
-            max_model_calls: None,
-            max_tool_calls: None,
-            max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
-            timeout_secs: None,
-            request_timeout_secs: default_request_timeout(),
-            tool_timeout_secs: default_tool_timeout(),
-            tool_retries: DEFAULT_TOOL_RETRIES,
-            allow_repeated_calls: false,
-            context: default_context(),
-            max_invalid: DEFAULT_MAX_INVALID,
-            on_limit: default_on_limit(),
-            reflect_every: None,
-            output_schema: None,
-            session_budget: false,
-            on_message: default_on_message(),
-            trace: None,
-            trace_content: default_trace_content(),
-            confinement: None,
-        }
+    /// The model spec (never with a key; file paths absolute).
+    pub fn model(&self) -> &str {
+        self.spec.model.as_deref().unwrap_or_default()
     }
 
-    /// Whether the settings can be used together.
+    /// The models asked, in order, when the one before failed for good.
+    pub fn fallback_models(&self) -> &[String] {
+        self.spec.fallback_models.as_deref().unwrap_or_default()
+    }
+
+    /// `react` or `plan-execute`.
+    pub fn strategy(&self) -> &str {
+        self.spec.strategy.as_deref().unwrap_or("react")
+    }
+
+    /// The agent's instructions, if it has any.
+    pub fn instructions(&self) -> Option<&str> {
+        self.spec.instructions.as_deref()
+    }
+
+    /// Tools whose calls wait for a human decision.
+    pub fn approve_tools(&self) -> &[String] {
+        self.spec.approve_tools.as_deref().unwrap_or_default()
+    }
+
+    /// Built-in tool names.
+    pub fn tools(&self) -> &[String] {
+        self.spec.tools.as_deref().unwrap_or_default()
+    }
+
+    /// Programs `run_command` may start.
+    pub fn allow_cmd(&self) -> &[String] {
+        self.spec.allow_cmd.as_deref().unwrap_or_default()
+    }
+
+    /// Environment variables started programs get besides the defaults.
+    pub fn pass_env(&self) -> &[String] {
+        self.spec.pass_env.as_deref().unwrap_or_default()
+    }
+
+    /// MCP server command lines.
+    pub fn mcp(&self) -> &[String] {
+        self.spec.mcp.as_deref().unwrap_or_default()
+    }
+
+    /// The completion check, if any.
+    pub fn finish_when(&self) -> Option<&str> {
+        self.spec.finish_when.as_deref()
+    }
+
+    /// The absolute workspace root.
+    pub fn workspace(&self) -> &Path {
+        self.spec.workspace.as_deref().unwrap_or(Path::new("/"))
+    }
+
+    /// Seconds an MCP server may take to start or answer a call.
+    pub fn mcp_timeout_secs(&self) -> f64 {
+        self.spec
+            .mcp_timeout_secs
+            .unwrap_or(agent_tools::DEFAULT_MCP_TIMEOUT.as_secs_f64())
+    }
+
+    /// Output tokens per request.
+    pub fn max_output_tokens(&self) -> u32 {
+        self.spec
+            .max_output_tokens
+            .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS)
+    }
+
+    /// Seconds allowed for one provider request.
+    pub fn request_timeout_secs(&self) -> f64 {
+        self.spec
+            .request_timeout_secs
+            .unwrap_or(agent_providers::DEFAULT_REQUEST_TIMEOUT.as_secs_f64())
+    }
+
+    /// Seconds allowed for one tool call.
+    pub fn tool_timeout_secs(&self) -> f64 {
+        self.spec
+            .tool_timeout_secs
+            .unwrap_or(DEFAULT_TOOL_TIMEOUT.as_secs_f64())
+    }
+
+    /// Retries of a failed call of an idempotent or MCP tool.
+    pub fn tool_retries(&self) -> u32 {
+        self.spec.tool_retries.unwrap_or(DEFAULT_TOOL_RETRIES)
+    }
+
+    /// Whether a call identical to an earlier successful one runs again.
+    pub fn allow_repeated_calls(&self) -> bool {
+        self.spec.allow_repeated_calls.unwrap_or(false)
+    }
+
+    /// Steps between reflections, if any.
+    pub fn reflect_every(&self) -> Option<u32> {
+        self.spec.reflect_every.filter(|every| *every > 0)
+    }
+
+    /// The trace file (absolute), if any.
+    pub fn trace(&self) -> Option<&Path> {
+        self.spec.trace.as_deref()
+    }
+
+    /// Whether the trace and telemetry hold texts whole (`--trace-content full`).
+    pub fn full_content(&self) -> bool {
+        self.spec.trace_content.as_deref() == Some("full")
+    }
+
     /// Whether sessions of this configuration may start programs:
     /// `run_command`, a `--finish-when` check or MCP servers.
     pub fn starts_programs(&self) -> bool {
-        self.tools.iter().any(|tool| tool == "run_command")
-            || self.finish_when.is_some()
-            || !self.mcp.is_empty()
+        self.tools().iter().any(|tool| tool == "run_command")
+            || self.finish_when().is_some()
+            || !self.mcp().is_empty()
     }
 
     fn check(&self) -> Result<(), ConfigError> {
@@ -457,28 +332,24 @@ impl SessionConfig {
                 self.version
             )));
         }
-        if !matches!(self.strategy.as_str(), "react" | "plan-execute") {
+        if !matches!(self.strategy(), "react" | "plan-execute") {
             return Err(ConfigError::new(format!(
                 "--strategy `{}` is not known; use react or plan-execute",
-                self.strategy
+                self.strategy()
             )));
         }
+        let spec = &self.spec;
         for (flag, value, low, high) in [
-            ("--max-steps", Some(self.max_steps), 1, MAX_STEPS_LIMIT),
+            ("--max-steps", spec.max_steps, 1, MAX_STEPS_LIMIT),
             (
                 "--max-output-tokens",
-                Some(self.max_output_tokens),
+                spec.max_output_tokens,
                 1,
                 MAX_OUTPUT_TOKENS_LIMIT,
             ),
-            (
-                "--tool-retries",
-                Some(self.tool_retries),
-                0,
-                TOOL_RETRIES_LIMIT,
-            ),
-            ("--max-invalid", Some(self.max_invalid), 0, MAX_STEPS_LIMIT),
-            ("--reflect-every", self.reflect_every, 0, MAX_STEPS_LIMIT),
+            ("--tool-retries", spec.tool_retries, 0, TOOL_RETRIES_LIMIT),
+            ("--max-invalid", spec.max_invalid, 0, MAX_STEPS_LIMIT),
+            ("--reflect-every", spec.reflect_every, 0, MAX_STEPS_LIMIT),
         ] {
             if let Some(value) = value
                 && !(low..=high).contains(&value)
@@ -489,23 +360,24 @@ impl SessionConfig {
             }
         }
         for (flag, seconds) in [
-            ("--mcp-timeout", Some(self.mcp_timeout_secs)),
-            ("--timeout", self.timeout_secs),
-            ("--request-timeout", Some(self.request_timeout_secs)),
-            ("--tool-timeout", Some(self.tool_timeout_secs)),
+            ("--mcp-timeout", spec.mcp_timeout_secs),
+            ("--timeout", spec.timeout_secs),
+            ("--request-timeout", spec.request_timeout_secs),
+            ("--tool-timeout", spec.tool_timeout_secs),
         ] {
             if let Some(seconds) = seconds {
                 seconds_of(flag, seconds)?;
             }
         }
-        if !matches!(self.trace_content.as_str(), "summary" | "full") {
+        if let Some(mode) = &spec.trace_content
+            && !matches!(mode.as_str(), "summary" | "full")
+        {
             return Err(ConfigError::new(format!(
-                "--trace-content `{}` is not known; use summary or full",
-                self.trace_content
+                "--trace-content `{mode}` is not known; use summary or full"
             )));
         }
-        for tool in &self.approve_tools {
-            if !self.tools.contains(tool) && self.mcp.is_empty() {
+        for tool in self.approve_tools() {
+            if !self.tools().contains(tool) && self.mcp().is_empty() {
                 return Err(ConfigError::new(format!(
                     "--approve-tools names `{tool}`, which is not among --tools"
                 )));
@@ -542,14 +414,14 @@ impl SessionConfig {
 
     /// The session's context policy, as `--context` names it.
     pub fn context_spec(&self) -> Result<agent_strategies::ContextSpec, ConfigError> {
-        agent_strategies::ContextSpec::parse(&self.context)
+        agent_strategies::ContextSpec::parse(self.spec.context.as_deref().unwrap_or("keep-all"))
             .map_err(|err| ConfigError::new(err.to_string()))
     }
 
     /// What a message sent while the session runs does, as `--on-message`
     /// names it.
     pub fn on_message(&self) -> Result<OnMessage, ConfigError> {
-        match self.on_message.as_str() {
+        match self.spec.on_message.as_deref().unwrap_or("enqueue") {
             "enqueue" => Ok(OnMessage::Enqueue),
             "interrupt" => Ok(OnMessage::Interrupt),
             "reject" => Ok(OnMessage::Reject),
@@ -561,14 +433,18 @@ impl SessionConfig {
 
     /// What the session does when a limit ends it, as `--on-limit` names it.
     pub fn on_limit(&self) -> Result<OnLimit, ConfigError> {
-        self.on_limit
-            .parse()
-            .map_err(|err: agent_core::UnknownOnLimit| ConfigError::new(err.to_string()))
+        match &self.spec.on_limit {
+            Some(mode) => mode
+                .parse()
+                .map_err(|err: agent_core::UnknownOnLimit| ConfigError::new(err.to_string())),
+            None => Ok(OnLimit::default()),
+        }
     }
 
     /// The session's compiled output schema, if it has one.
     pub fn output(&self) -> Result<Option<OutputSchema>, ConfigError> {
-        self.output_schema
+        self.spec
+            .output_schema
             .clone()
             .map(|schema| {
                 OutputSchema::new(schema).map_err(|err| {
@@ -582,17 +458,18 @@ impl SessionConfig {
 
     /// The session's budgets.
     pub fn budgets(&self) -> Budgets {
+        let spec = &self.spec;
         Budgets {
-            max_steps: self.max_steps,
-            max_tokens: self.max_tokens,
-            max_model_calls: self.max_model_calls,
-            max_tool_calls: self.max_tool_calls,
+            max_steps: spec.max_steps.unwrap_or(DEFAULT_MAX_STEPS),
+            max_tokens: spec.max_tokens,
+            max_model_calls: spec.max_model_calls,
+            max_tool_calls: spec.max_tool_calls,
             max_calls_per_tool: Default::default(),
-            timeout: self
+            timeout: spec
                 .timeout_secs
                 .and_then(|secs| Duration::try_from_secs_f64(secs).ok()),
-            max_invalid: self.max_invalid,
-            session_wide: self.session_budget,
+            max_invalid: spec.max_invalid.unwrap_or(DEFAULT_MAX_INVALID),
+            session_wide: spec.session_budget.unwrap_or(false),
         }
     }
 }
@@ -640,8 +517,8 @@ mod tests {
         });
         let config = SessionConfig::recorded(&old).unwrap();
         assert_eq!(config.version, CONFIG_VERSION);
-        assert_eq!(config.tool_retries, DEFAULT_TOOL_RETRIES);
-        assert_eq!(config.strategy, "react");
+        assert_eq!(config.tool_retries(), DEFAULT_TOOL_RETRIES);
+        assert_eq!(config.strategy(), "react");
     }
 
     #[test]
@@ -655,33 +532,33 @@ mod tests {
     fn options_override_what_was_recorded_and_unset_ones_keep_it() {
         let cwd = std::env::temp_dir();
         let first = SessionConfig::resolve(
-            &RunOptions {
+            &AgentSpec {
                 model: Some("scripted:script.json".into()),
                 tools: Some(vec!["calculator".into(), " sleep ".into()]),
                 max_steps: Some(4),
-                ..RunOptions::default()
+                ..AgentSpec::default()
             },
             None,
             &cwd,
         )
         .unwrap();
-        assert_eq!(first.tools, ["calculator", "sleep"]);
-        assert!(first.model.starts_with("scripted:/"), "{}", first.model);
+        assert_eq!(first.tools(), ["calculator", "sleep"]);
+        assert!(first.model().starts_with("scripted:/"), "{}", first.model());
         let again = SessionConfig::resolve(
-            &RunOptions {
+            &AgentSpec {
                 max_steps: Some(9),
-                ..RunOptions::default()
+                ..AgentSpec::default()
             },
             Some(&first),
             &cwd,
         )
         .unwrap();
-        assert_eq!(again.max_steps, 9);
-        assert_eq!(again.tools, first.tools);
+        assert_eq!(again.spec.max_steps, Some(9));
+        assert_eq!(again.tools(), first.tools());
         let err = SessionConfig::resolve(
-            &RunOptions {
+            &AgentSpec {
                 tools: Some(vec!["nope".into()]),
-                ..RunOptions::default()
+                ..AgentSpec::default()
             },
             Some(&first),
             &cwd,
@@ -693,10 +570,10 @@ mod tests {
     #[test]
     fn a_waived_tool_is_recorded_where_the_engine_reads_it() {
         let config = SessionConfig::resolve(
-            &RunOptions {
+            &AgentSpec {
                 model: Some("scripted:script.json".into()),
                 waive_approval: Some(vec!["deploy".into()]),
-                ..RunOptions::default()
+                ..AgentSpec::default()
             },
             None,
             &std::env::temp_dir(),
@@ -710,28 +587,28 @@ mod tests {
     fn absurd_values_are_refused_naming_the_flag_and_the_range() {
         for (options, flag) in [
             (
-                RunOptions {
+                AgentSpec {
                     tool_retries: Some(1_000_000_000),
-                    ..RunOptions::default()
+                    ..AgentSpec::default()
                 },
                 "--tool-retries",
             ),
             (
-                RunOptions {
+                AgentSpec {
                     max_steps: Some(0),
-                    ..RunOptions::default()
+                    ..AgentSpec::default()
                 },
                 "--max-steps",
             ),
             (
-                RunOptions {
+                AgentSpec {
                     max_output_tokens: Some(u32::MAX),
-                    ..RunOptions::default()
+                    ..AgentSpec::default()
                 },
                 "--max-output-tokens",
             ),
         ] {
-            let options = RunOptions {
+            let options = AgentSpec {
                 model: Some("scripted:script.json".into()),
                 ..options
             };
@@ -744,7 +621,7 @@ mod tests {
     #[test]
     fn unknown_fields_of_options_are_refused() {
         let err =
-            serde_json::from_value::<RunOptions>(serde_json::json!({"modle": "x"})).unwrap_err();
+            serde_json::from_value::<AgentSpec>(serde_json::json!({"modle": "x"})).unwrap_err();
         assert!(err.to_string().contains("modle"), "{err}");
     }
 }

@@ -250,10 +250,10 @@ pub async fn message_running(
             return Ok(None);
         }
         let config = SessionConfig::recorded(state.config())?;
-        if config.strategy != "react" {
+        if config.strategy() != "react" {
             return Err(refused(format!(
                 "its strategy `{}` decides from a plan or graph of its own, not from a conversation",
-                config.strategy
+                config.strategy()
             )));
         }
         let interrupt = match config.on_message()? {
@@ -335,7 +335,7 @@ pub async fn queue_message(
     for _ in 0..QUEUE_TRIES {
         let mut state = load(store, session_id).await?;
         let strategy = SessionConfig::recorded(state.config())
-            .map(|config| config.strategy)
+            .map(|config| config.strategy().to_owned())
             .unwrap_or_else(|_| state.strategy().to_owned());
         if strategy != "react" {
             return Err(refused(format!(

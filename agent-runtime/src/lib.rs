@@ -2,8 +2,9 @@
 //! into a running engine, shared by the `agent` command, its workers and its HTTP
 //! server (and by programs of your own).
 //!
-//! - [`SessionConfig`]: everything a session is given, recorded in its first
-//!   event (versioned); [`RunOptions`] are what a caller asks for on top of it.
+//! - [`AgentSpec`]: the one declaration of a session's settings — the CLI's
+//!   flags, the HTTP API's fields; [`SessionConfig`]: a spec resolved and
+//!   recorded in a session's first event (versioned).
 //! - [`Session`]: the engine a configuration describes — model, tools (with the
 //!   configured timeout, retry and circuit breaker), MCP servers, strategy,
 //!   budgets, completion gate, trace file.
@@ -21,12 +22,13 @@ mod error;
 mod model;
 pub mod models;
 mod session;
+mod spec;
 mod tools;
 mod worker;
 
 pub use config::{
     CONFIG_VERSION, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_TOOL_RETRIES, DEFAULT_TOOL_TIMEOUT,
-    OnMessage, RunOptions, SessionConfig,
+    OnMessage, SessionConfig,
 };
 pub use deltas::{DeltaHub, SessionDelta};
 pub use error::ConfigError;
@@ -34,6 +36,7 @@ pub use model::{
     LOCAL_MODELS_DIR, build as build_model, default_local_model, normalise as normalise_model,
 };
 pub use session::{Session, SessionOptions, SubmitError, submit, trace_sink};
+pub use spec::{AgentSpec, parse_seconds};
 pub use tools::{SessionTools, builtin_registry};
 pub use worker::{
     DEFAULT_CLAIM_TTL, DEFAULT_DRAIN, Worker, WorkerBuilder, WorkerLog, WorkerReport,

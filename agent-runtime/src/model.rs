@@ -107,8 +107,8 @@ pub async fn with_fallbacks(
     store: &dyn EventStore,
     request_timeout: Duration,
 ) -> Result<Arc<dyn Model>, ConfigError> {
-    let primary = build(&config.model, store, request_timeout).await?;
-    if config.fallback_models.is_empty() {
+    let primary = build(config.model(), store, request_timeout).await?;
+    if config.fallback_models().is_empty() {
         return Ok(primary);
     }
     let guarded = |spec: &str, model: Arc<dyn Model>| {
@@ -116,8 +116,8 @@ pub async fn with_fallbacks(
             .named(spec)
             .layer(model)
     };
-    let mut chain = FallbackModel::new(config.model.as_str(), guarded(&config.model, primary));
-    for spec in &config.fallback_models {
+    let mut chain = FallbackModel::new(config.model(), guarded(config.model(), primary));
+    for spec in config.fallback_models() {
         let model = build(spec, store, request_timeout)
             .await
             .map_err(|err| ConfigError::new(format!("--fallback-model {spec}: {err}")))?;

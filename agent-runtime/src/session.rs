@@ -87,11 +87,11 @@ impl Session {
         options: SessionOptions,
         toolbox: &Toolbox,
     ) -> Result<Engine, ConfigError> {
-        let timeout = Duration::try_from_secs_f64(config.request_timeout_secs)
+        let timeout = Duration::try_from_secs_f64(config.request_timeout_secs())
             .map_err(|err| ConfigError::new(format!("--request-timeout: {err}")))?;
         let model = crate::model::with_fallbacks(config, store.as_ref(), timeout).await?;
         let sinks = trace_sink(config)?.into_iter().chain(options.sinks);
-        let gate = match &config.finish_when {
+        let gate = match config.finish_when() {
             Some(line) => Some(
                 CommandGate::new(line, DEFAULT_GATE_TIMEOUT)
                     .map_err(|err| ConfigError::new(format!("--finish-when: {err}")))?
@@ -108,14 +108,17 @@ impl Session {
             .store(store)
             .tools(toolbox.clone())
             .budgets(config.budgets())
-            .workspace(config.workspace.clone())
-            .max_output_tokens(Some(config.max_output_tokens))
-            .record_content(config.trace_content == "full")
-            .refuse_repeated_calls(!config.allow_repeated_calls)
+            .workspace(config.workspace())
+            .max_output_tokens(Some(config.max_output_tokens()))
+            .record_content(config.full_content())
+            .refuse_repeated_calls(!config.allow_repeated_calls())
             .on_limit(config.on_limit()?)
-            .reflect_every(config.reflect_every);
+            .reflect_every(config.reflect_every());
         if let Some(schema) = config.output()? {
             builder = builder.output_schema(schema);
+        }
+        if let Some(instructions) = config.instructions() {
+            builder = builder.instructions(instructions);
         }
         if let Some(queue) = options.queue {
             builder = builder.queue(queue);
@@ -179,13 +182,14 @@ pub async fn submit(
 
 /// The JSONL trace sink of `config`, if it names a trace file.
 pub fn trace_sink(config: &SessionConfig) -> Result<Option<Arc<dyn EventSink>>, ConfigError> {
-    let Some(path) = &config.trace else {
+    let Some(path) = config.trace() else {
         return Ok(None);
     };
-    let mode: ContentMode = config
-        .trace_content
-        .parse()
-        .map_err(|err| ConfigError::new(format!("--trace-content: {err}")))?;
+    let mode = if config.full_content() {
+        ContentMode::Full
+    } else {
+        ContentMode::Summary
+    };
     let trace = JsonlTrace::open(path, mode).map_err(|err| {
         ConfigError::new(format!(
             "--trace: cannot open `{}` for appending: {err}",
@@ -199,9 +203,9 @@ pub fn trace_sink(config: &SessionConfig) -> Result<Option<Arc<dyn EventSink>>, 
 /// `--approve-tools` names tools. Tools flagged `needs_approval` need no
 /// wrapper: the engine holds their calls for a decision under any strategy.
 fn strategy(config: &SessionConfig) -> Result<Arc<dyn ExecutionStrategy>, ConfigError> {
-    let policy = ApprovalPolicy::new().tools(config.approve_tools.clone());
-    let needs_hitl = !config.approve_tools.is_empty();
-    Ok(match (config.strategy.as_str(), needs_hitl) {
+    let policy = ApprovalPolicy::new().tools(config.approve_tools().to_vec());
+    let needs_hitl = !config.approve_tools().is_empty();
+    Ok(match (config.strategy(), needs_hitl) {
         ("react", false) => Arc::new(ReAct::new()),
         ("react", true) => Arc::new(Hitl::new(ReAct::new(), policy)),
         ("plan-execute", false) => Arc::new(PlanExecute::new()),

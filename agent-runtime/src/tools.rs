@@ -22,13 +22,13 @@ fn layered(
     tool: Arc<dyn Tool>,
     from_mcp: bool,
 ) -> Result<Arc<dyn Tool>, ConfigError> {
-    let timeout = seconds_of("--tool-timeout", config.tool_timeout_secs)?;
+    let timeout = seconds_of("--tool-timeout", config.tool_timeout_secs())?;
     let mut stack = Stack::<dyn Tool>::new();
     if tool.spec().idempotent || from_mcp {
         stack = stack
             .layer(CircuitBreaker::new(BreakerPolicy::default()))
             .layer(Retry::new(RetryPolicy {
-                max_retries: config.tool_retries as usize,
+                max_retries: config.tool_retries() as usize,
                 ..RetryPolicy::for_tools()
             }));
     }
@@ -38,17 +38,17 @@ fn layered(
 /// How `config`'s programs are started: a scrubbed environment plus its
 /// `--pass-env`, confined where this process can confine them.
 pub fn child_policy(config: &SessionConfig) -> ChildPolicy {
-    ChildPolicy::new(config.pass_env.clone())
+    ChildPolicy::new(config.pass_env().to_vec())
 }
 
 /// The built-in tools `config` names, layered and validated.
 pub fn builtin_registry(config: &SessionConfig) -> Result<ToolRegistry, ConfigError> {
     let options = BuiltinOptions {
-        allowed_commands: config.allow_cmd.clone(),
+        allowed_commands: config.allow_cmd().to_vec(),
         child: child_policy(config),
     };
     let mut registry = ToolRegistry::new();
-    for name in &config.tools {
+    for name in config.tools() {
         let tool = builtin_tool(name, &options).ok_or_else(|| {
             ConfigError::new(format!(
                 "unknown tool `{name}` in --tools; built-in tools are: {}",
@@ -84,10 +84,10 @@ impl SessionTools {
                 .map_err(|err| ConfigError::new(format!("tool `{}`: {err}", tool.spec().name)))?;
         }
         let child = child_policy(config);
-        let timeout = Duration::try_from_secs_f64(config.mcp_timeout_secs)
+        let timeout = Duration::try_from_secs_f64(config.mcp_timeout_secs())
             .map_err(|err| ConfigError::new(format!("--mcp-timeout: {err}")))?;
         let mut servers: Vec<McpServer> = Vec::new();
-        for line in &config.mcp {
+        for line in config.mcp() {
             let server = match McpServer::start_with(line, timeout, &child).await {
                 Ok(server) => server,
                 Err(err) => {

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent::{Cancellation, ExitReason, MemoryStore, QueuedAction, RunResult, Store, load_state};
-use agent_runtime::{RunOptions, Session, SessionConfig, SessionOptions, Worker, WorkerReport};
+use agent_runtime::{AgentSpec, Session, SessionConfig, SessionOptions, Worker, WorkerReport};
 use serde_json::{Value, json};
 
 /// A directory removed when dropped.
@@ -57,11 +57,11 @@ fn script(dir: &Path, line: &str, seconds: f64) -> PathBuf {
 
 /// Submits a session that writes `line`; returns its id.
 async fn submit(store: &Arc<dyn Store>, dir: &Path, line: &str, seconds: f64) -> String {
-    let options = RunOptions {
+    let options = AgentSpec {
         model: Some(format!("scripted:{}", script(dir, line, seconds).display())),
         tools: Some(vec!["sleep".into(), "append_line".into()]),
         workspace: Some(dir.to_path_buf()),
-        ..RunOptions::default()
+        ..AgentSpec::default()
     };
     let config = SessionConfig::resolve(&options, None, dir).unwrap();
     agent_runtime::submit(&config, store.clone(), format!("write {line}"))
@@ -220,11 +220,11 @@ async fn a_call_whose_worker_died_is_rerun_when_idempotent_and_reported_otherwis
         .to_string(),
     )
     .unwrap();
-    let options = RunOptions {
+    let options = AgentSpec {
         model: Some(format!("scripted:{}", path.display())),
         tools: Some(vec!["append_line".into()]),
         workspace: Some(dir.0.clone()),
-        ..RunOptions::default()
+        ..AgentSpec::default()
     };
     let config = SessionConfig::resolve(&options, None, &dir.0).unwrap();
     let id = agent_runtime::submit(&config, store.clone(), "append once")
@@ -402,10 +402,10 @@ async fn a_worker_holds_a_flagged_tool_for_approval_and_runs_it_once_approved() 
         .to_string(),
     )
     .unwrap();
-    let options = RunOptions {
+    let options = AgentSpec {
         model: Some(format!("scripted:{}", script.display())),
         workspace: Some(dir.0.clone()),
-        ..RunOptions::default()
+        ..AgentSpec::default()
     };
     let config = SessionConfig::resolve(&options, None, &dir.0).unwrap();
     let deploy: Arc<dyn agent::Tool> = Arc::new(agent::tools::Typed::<Deploy>::new());

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent::{PublicStatus, Store};
-use agent_runtime::{RunOptions, Session, SessionConfig, SessionOptions};
+use agent_runtime::{AgentSpec, Session, SessionConfig, SessionOptions};
 use anyhow::Context;
 use serde_json::json;
 
@@ -126,11 +126,11 @@ async fn submit_all(
     args: &WorkersArgs,
     script: &std::path::Path,
 ) -> anyhow::Result<HashSet<String>> {
-    let options = RunOptions {
+    let options = AgentSpec {
         model: Some(format!("scripted:{}", script.display())),
         tools: Some(vec!["sleep".into()]),
         max_steps: Some(u32::try_from(args.tool_steps + 1)?),
-        ..RunOptions::default()
+        ..AgentSpec::default()
     };
     let config = SessionConfig::resolve(&options, None, &std::env::current_dir()?)?;
     let session = Session::open(

@@ -6,7 +6,7 @@
 
 use agent::{EventKind, SessionState};
 use agent_runtime::control::{Requeued, queue_again};
-use agent_runtime::{RunOptions, Session, SessionConfig};
+use agent_runtime::{AgentSpec, Session, SessionConfig};
 use serde_json::json;
 
 use crate::cli::ResumeArgs;
@@ -29,8 +29,7 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
     if args.detach {
         return detach(&args, store.as_ref()).await;
     }
-    let mut config =
-        SessionConfig::resolve(&args.flags.options(), Some(&recorded), &current_dir()?)?;
+    let mut config = SessionConfig::resolve(&args.flags.spec, Some(&recorded), &current_dir()?)?;
     crate::confinement::note(&mut config, args.flags.json);
     let mut stops = StopSignals::listen()?;
     let (options, progress) = sinks(&args.flags);
@@ -74,14 +73,14 @@ pub fn recorded_config(
         .iter()
         .any(|event| matches!(event.kind, EventKind::Forked { .. }))
     {
-        recorded.trace = None;
+        recorded.spec.trace = None;
     }
     Ok(recorded)
 }
 
 /// Queues the session for a worker, which runs it with the flags it recorded.
 async fn detach(args: &ResumeArgs, store: &dyn agent::Store) -> Result<u8, CliError> {
-    if args.flags.options() != RunOptions::default() {
+    if args.flags.spec != AgentSpec::default() {
         return Err(CliError::Usage(
             "--detach continues the session on a worker with the flags it recorded; drop the other run flags (only --store and --json go with it)".into(),
         ));

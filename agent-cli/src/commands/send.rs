@@ -7,7 +7,7 @@
 
 use agent::SessionState;
 use agent_runtime::control::{is_running, message_running};
-use agent_runtime::{RunOptions, Session, SessionConfig};
+use agent_runtime::{AgentSpec, Session, SessionConfig};
 use serde_json::json;
 
 use crate::cli::SendArgs;
@@ -33,10 +33,10 @@ pub async fn send(args: SendArgs) -> Result<u8, CliError> {
         state = SessionState::from_events(&args.session_id, &events).map_err(inconsistent)?;
     }
     let recorded = recorded_config(&args.session_id, &events, &state)?;
-    let options = args.flags.options();
-    let mut config = SessionConfig::resolve(&options, Some(&recorded), &current_dir()?)?;
+    let options = &args.flags.spec;
+    let mut config = SessionConfig::resolve(options, Some(&recorded), &current_dir()?)?;
     crate::confinement::note(&mut config, args.flags.json);
-    let changed = (options != RunOptions::default()).then(|| config.to_value());
+    let changed = (*options != AgentSpec::default()).then(|| config.to_value());
     let mut stops = StopSignals::listen()?;
     let (session_options, progress) = sinks(&args.flags);
     let session = Session::open(&config, store.clone(), session_options).await?;
@@ -59,7 +59,7 @@ pub async fn send(args: SendArgs) -> Result<u8, CliError> {
 /// answers it), or `None` when the session stopped running before the message
 /// was recorded.
 async fn to_running(args: &SendArgs, store: &dyn agent::Store) -> Result<Option<u8>, CliError> {
-    if args.flags.options() != RunOptions::default() {
+    if args.flags.spec != AgentSpec::default() {
         return Err(CliError::Usage(format!(
             "session `{}` is running; a message to it takes no run flags (only --store and --json)",
             args.session_id

@@ -12,7 +12,7 @@ use crate::store;
 
 /// Submits the task; prints the new session's id.
 pub async fn submit(args: RunArgs) -> Result<u8, CliError> {
-    let config = SessionConfig::resolve(&args.flags.options(), None, &current_dir()?)?;
+    let config = SessionConfig::resolve(&args.flags.spec, None, &current_dir()?)?;
     let store = store::open(&args.flags.store.store).await?;
     let session_id = agent_runtime::submit(&config, store, args.task)
         .await

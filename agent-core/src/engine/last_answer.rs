@@ -75,7 +75,7 @@ impl Driver<'_> {
             ),
         };
         let request = ModelRequest {
-            instructions,
+            instructions: super::agent_instructions(engine.instructions.as_deref(), instructions),
             task: self.state.task().to_owned(),
             history: Arc::new(answered(self.state.history())),
             tools: Arc::new(Vec::new()),

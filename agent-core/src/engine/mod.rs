@@ -112,6 +112,8 @@ pub struct Engine {
     /// Whether a completion gate (a program that may act on the workspace)
     /// checks every finish.
     gated: bool,
+    /// The agent's instructions, ahead of the strategy's in every request.
+    instructions: Option<Arc<str>>,
 }
 
 /// How a [`Engine::drive`] ended.
@@ -198,6 +200,17 @@ impl EngineBuilder {
     pub fn lease(mut self, ttl: Duration, renewal: Duration) -> Self {
         self.engine.lease_ttl = ttl;
         self.engine.lease_renewal = renewal;
+        self
+    }
+
+    /// The agent's instructions — what it is for and how it works — given to
+    /// the model ahead of the strategy's own instructions in every request it
+    /// makes: each step, a last answer, and a workflow's model nodes (default:
+    /// none, so the strategy's alone).
+    pub fn instructions(mut self, instructions: impl Into<String>) -> Self {
+        let instructions = instructions.into();
+        self.engine.instructions =
+            (!instructions.trim().is_empty()).then(|| Arc::from(instructions.as_str()));
         self
     }
 
@@ -343,6 +356,7 @@ impl Engine {
                 output: None,
                 deltas: None,
                 gated: false,
+                instructions: None,
             },
             budgets: Budgets::default(),
             guards: Vec::new(),
@@ -665,4 +679,13 @@ pub(crate) fn checked_text(what: &'static str, text: String) -> Result<String, E
         return Err(EngineError::InvalidText { what });
     }
     Ok(text)
+}
+
+/// A request's instructions: the agent's, if it has any, ahead of `own` (the
+/// strategy's, or the engine's for this kind of request).
+pub fn agent_instructions(agent: Option<&str>, own: String) -> String {
+    match agent {
+        Some(agent) => format!("{agent}\n\n{own}"),
+        None => own,
+    }
 }

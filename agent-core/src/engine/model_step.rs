@@ -77,6 +77,7 @@ impl Driver<'_> {
             Some(schema) => format!("{}\n\n{}", call.instructions, schema.instructions()),
             None => call.instructions,
         };
+        let instructions = super::agent_instructions(engine.instructions.as_deref(), instructions);
         let request = ModelRequest {
             instructions,
             task: self.state.task().to_owned(),

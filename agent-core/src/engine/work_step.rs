@@ -154,6 +154,7 @@ impl Driver<'_> {
             workspace: std::sync::Arc::clone(&self.engine.workspace),
             max_output_tokens: self.engine.max_output_tokens,
             approved_arguments: None,
+            instructions: self.engine.instructions.clone(),
         }
     }
 }

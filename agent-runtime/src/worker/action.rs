@@ -43,9 +43,9 @@ impl ToolCache {
         extra: &[Arc<dyn agent_core::Tool>],
     ) -> Result<Toolbox, String> {
         let key = serde_json::json!({
-            "tools": config.tools, "allow_cmd": config.allow_cmd, "mcp": config.mcp,
-            "mcp_timeout": config.mcp_timeout_secs, "tool_timeout": config.tool_timeout_secs,
-            "tool_retries": config.tool_retries,
+            "tools": config.tools(), "allow_cmd": config.allow_cmd(), "mcp": config.mcp(),
+            "mcp_timeout": config.mcp_timeout_secs(), "tool_timeout": config.tool_timeout_secs(),
+            "tool_retries": config.tool_retries(),
         })
         .to_string();
         let mut built = self.built.lock().await;
@@ -273,7 +273,7 @@ async fn call(
         session_id: claim.action.session_id.clone(),
         call_id: call.id.clone(),
         attempt: claim.attempt,
-        workspace: Arc::from(config.workspace.as_path()),
+        workspace: Arc::from(config.workspace()),
         observer: Arc::clone(&observer) as Arc<dyn agent_core::LayerObserver>,
         cancel: Cancellation::new(),
     };
@@ -281,7 +281,7 @@ async fn call(
     // In a set of its own, so that a worker that gives up on the call (its drain
     // ran out) stops the tool too.
     let mut running = tokio::task::JoinSet::new();
-    let content = config.trace_content == "full";
+    let content = config.full_content();
     let span = telemetry::tool_span(&claim.action.session_id, call, content);
     running.spawn(async move { tool.call(arguments, &ctx).await }.instrument(span.clone()));
     let Some(outcome) = running.join_next().await else {

@@ -6,7 +6,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
 
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
@@ -15,136 +14,44 @@ use agent_core::{
     PublicStatus, RunResult, RunUsage, SessionCursor, SessionQuery, SessionState, ToolCall,
     ToolSpec,
 };
-use agent_runtime::{RunOptions, SessionConfig, builtin_registry};
+use agent_runtime::{AgentSpec, SessionConfig, builtin_registry};
 
 use super::JsonBody;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::ServerState;
 
-/// A new session: the task, and the `agent run` flags in snake_case. Only `task`
-/// and `model` are required; unknown fields are refused.
+/// A new session: the task, and its settings — the `agent run` flags in
+/// snake_case ([`AgentSpec`]). Only `task` and `model` are required; unknown
+/// fields are refused.
 #[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct CreateSession {
     /// The task for the agent.
     pub task: String,
-    /// `scripted:FILE`, `replay:SESSION_ID`, `openai:MODEL[@BASE_URL]`,
-    /// `anthropic:MODEL[@BASE_URL]` or `json:<spec>`; keys come from the server's environment.
-    pub model: String,
-    /// `react` (default) or `plan-execute`.
-    pub strategy: Option<String>,
-    /// Built-in tools the model may call.
-    pub tools: Option<Vec<String>>,
-    /// Calls of these tools wait for a human decision.
-    pub approve_tools: Option<Vec<String>>,
-    /// Programs `run_command` may start.
-    pub allow_cmd: Option<Vec<String>>,
-    /// Models asked, in order, when the one before fails for good.
-    pub fallback_models: Option<Vec<String>>,
-    /// Root of every file-touching tool, on the server (default: its current directory).
-    #[schema(value_type = Option<String>)]
-    pub workspace: Option<PathBuf>,
-    /// A command that must succeed before a finish is accepted.
-    pub finish_when: Option<String>,
-    /// Environment variables started programs get besides PATH, HOME, LANG and TMPDIR.
-    pub pass_env: Option<Vec<String>>,
-    /// MCP server command lines, started on the server.
-    pub mcp: Option<Vec<String>>,
-    /// Seconds an MCP server may take to start or answer.
-    pub mcp_timeout_secs: Option<f64>,
-    /// Model responses allowed (default 10).
-    pub max_steps: Option<u32>,
-    /// Input plus output tokens allowed.
-    pub max_tokens: Option<u64>,
-    /// Model calls allowed.
-    pub max_model_calls: Option<u64>,
-    /// Tool calls allowed.
-    pub max_tool_calls: Option<u64>,
-    /// Output tokens per model request (default 1024).
-    pub max_output_tokens: Option<u32>,
-    /// Wall-time budget in seconds.
-    pub timeout_secs: Option<f64>,
-    /// Seconds allowed for one provider request (default 120).
-    pub request_timeout_secs: Option<f64>,
-    /// Seconds allowed for one tool call (default 1800).
-    pub tool_timeout_secs: Option<f64>,
-    /// Retries of a failed call of an idempotent or MCP tool (default 2).
-    pub tool_retries: Option<u32>,
-    /// Run a call again even when an identical earlier call of an idempotent
-    /// tool already returned (default false: it gets that result back).
-    pub allow_repeated_calls: Option<bool>,
-    /// What history each model request holds: `keep-all` (default), `last:N`,
-    /// `window:TOKENS` or `summarise:TOKENS[:KEEP]`.
-    pub context: Option<String>,
-    /// Invalid model outputs in a row that end the run after one last request
-    /// for a plain-text answer (default 3; 0: no such limit).
-    pub max_invalid: Option<u32>,
-    /// When a limit ends the run: `summarise` (default: one last request for an
-    /// answer from what was gathered, marked `partial`) or `stop`.
-    pub on_limit: Option<String>,
-    /// Steps between reflections (none by default).
-    pub reflect_every: Option<u32>,
-    /// A JSON Schema the final answer must satisfy; the result's `output`.
-    #[schema(value_type = Option<Object>)]
-    pub output_schema: Option<Value>,
-    /// Whether the budgets count over the whole session instead of per
-    /// conversation turn (default: per turn).
-    pub session_budget: Option<bool>,
-    /// What a message sent while it runs does: `enqueue` (default),
-    /// `interrupt` or `reject`.
-    pub on_message: Option<String>,
-    /// CPU threads of a local model (default 2).
-    pub threads: Option<u32>,
-    /// Sampling temperature of a local model, 0 to 2 (default 0).
-    pub temperature: Option<f32>,
-    /// A JSONL trace file on the server.
-    #[schema(value_type = Option<String>)]
-    pub trace: Option<PathBuf>,
-    /// `summary` (default) or `full`.
-    pub trace_content: Option<String>,
+    /// The session's settings.
+    #[serde(flatten)]
+    pub spec: AgentSpec,
 }
 
 impl CreateSession {
-    /// The task and the run options.
-    fn into_parts(self) -> (String, RunOptions) {
-        let options = RunOptions {
-            model: Some(self.model),
-            fallback_models: self.fallback_models,
-            strategy: self.strategy,
-            approve_tools: self.approve_tools,
-            // Waiving a tool's own approval flag is the operator's, not an API
-            // client's, to decide.
-            waive_approval: None,
-            tools: self.tools,
-            workspace: self.workspace,
-            allow_cmd: self.allow_cmd,
-            finish_when: self.finish_when,
-            pass_env: self.pass_env,
-            mcp: self.mcp,
-            mcp_timeout_secs: self.mcp_timeout_secs,
-            max_steps: self.max_steps,
-            max_tokens: self.max_tokens,
-            max_model_calls: self.max_model_calls,
-            max_tool_calls: self.max_tool_calls,
-            max_output_tokens: self.max_output_tokens,
-            timeout_secs: self.timeout_secs,
-            request_timeout_secs: self.request_timeout_secs,
-            tool_timeout_secs: self.tool_timeout_secs,
-            tool_retries: self.tool_retries,
-            allow_repeated_calls: self.allow_repeated_calls,
-            context: self.context,
-            max_invalid: self.max_invalid,
-            on_limit: self.on_limit,
-            reflect_every: self.reflect_every,
-            output_schema: self.output_schema,
-            session_budget: self.session_budget,
-            on_message: self.on_message,
-            threads: self.threads,
-            temperature: self.temperature,
-            trace: self.trace,
-            trace_content: self.trace_content,
-        };
-        (self.task, options)
+    /// The body as a new session; a field that is neither `task` nor a
+    /// setting is refused, naming it (the settings are flattened into the
+    /// body, which serde cannot check on its own).
+    fn from_body(body: Value) -> Result<Self, ApiError> {
+        if let Value::Object(fields) = &body {
+            let settings = AgentSpec::field_names();
+            if let Some(unknown) = fields
+                .keys()
+                .find(|key| *key != "task" && !settings.contains(key))
+            {
+                return Err(ApiError::bad_request(format!(
+                    "the body is not acceptable: unknown field `{}`, expected `task` or one of {}",
+                    crate::error::quoted_id(unknown),
+                    settings.join(", ")
+                )));
+            }
+        }
+        serde_json::from_value(body)
+            .map_err(|err| ApiError::bad_request(format!("the body is not acceptable: {err}")))
     }
 }
 
@@ -171,13 +78,20 @@ pub struct Queued {
 )]
 pub async fn create(
     State(state): State<ServerState>,
-    JsonBody(body): JsonBody<CreateSession>,
+    JsonBody(body): JsonBody<Value>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let (task, options) = body.into_parts();
+    let CreateSession { task, spec } = CreateSession::from_body(body)?;
     if task.trim().is_empty() {
         return Err(ApiError::bad_request("`task` is empty"));
     }
-    let config = SessionConfig::resolve(&options, None, &state.cwd)?;
+    if spec.waive_approval.is_some() {
+        // Waiving a tool's own approval flag is the operator's, not an API
+        // client's, to decide.
+        return Err(ApiError::bad_request(
+            "`waive_approval` is not accepted over the API; the operator sets it (agent run --waive-approval)",
+        ));
+    }
+    let config = SessionConfig::resolve(&spec, None, &state.cwd)?;
     let session_id = agent_runtime::submit(&config, state.store.clone(), task).await?;
     let location = format!("/v1/sessions/{session_id}");
     Ok((
@@ -410,34 +324,7 @@ pub(crate) fn timestamp(millis: u64) -> String {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-    use std::collections::BTreeSet;
-
     use super::*;
-
-    /// The documented body of `POST /v1/sessions` names exactly the run options
-    /// and the task, less those an API client may not set (waiving a tool's
-    /// own approval flag is the operator's decision).
-    #[test]
-    fn the_documented_body_is_the_run_options_and_the_task() {
-        let schema =
-            serde_json::to_value(<CreateSession as utoipa::PartialSchema>::schema()).unwrap();
-        let documented: BTreeSet<String> = schema["properties"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .cloned()
-            .collect();
-        let mut accepted: BTreeSet<String> = serde_json::to_value(RunOptions::default())
-            .unwrap()
-            .as_object()
-            .unwrap()
-            .keys()
-            .cloned()
-            .collect();
-        accepted.insert("task".into());
-        accepted.remove("waive_approval");
-        assert_eq!(documented, accepted);
-    }
 
     #[test]
     fn cursors_round_trip_and_bad_ones_are_refused() {

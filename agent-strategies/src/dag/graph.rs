@@ -391,7 +391,10 @@ impl StrategyWork for NodeJob {
         match &self.node.kind {
             NodeKind::Model { prompt } => {
                 let request = ModelRequest {
-                    instructions: NODE_INSTRUCTIONS.into(),
+                    instructions: match &ctx.instructions {
+                        Some(agent) => format!("{agent}\n\n{NODE_INSTRUCTIONS}"),
+                        None => NODE_INSTRUCTIONS.into(),
+                    },
                     task: render(prompt, &ctx.task, &self.outputs),
                     history: Arc::default(),
                     tools: Arc::new(Vec::new()),

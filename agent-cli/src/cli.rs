@@ -90,6 +90,12 @@ pub enum Command {
         #[command(subcommand)]
         command: TraceCommand,
     },
+    /// The agents declared in the agents file.
+    Agents {
+        /// What to do with them.
+        #[command(subcommand)]
+        command: AgentsCommand,
+    },
     /// Local GGUF models under .agent/models (`--model local`).
     Model {
         /// What to do with local models.
@@ -145,6 +151,40 @@ pub struct TraceStatsArgs {
     /// Where sessions are stored.
     #[command(flatten)]
     pub store: StoreArgs,
+}
+
+/// Where named agents are declared.
+#[derive(Debug, Args, Clone)]
+pub struct AgentsFileArgs {
+    /// The agents file: TOML with one [agents.NAME] table per agent (default:
+    /// agents.toml in the current directory, when there is one).
+    #[arg(long = "agents", value_name = "FILE", env = "AGENT_AGENTS_FILE")]
+    pub file: Option<PathBuf>,
+}
+
+/// `agent agents list|show NAME`
+#[derive(Debug, Subcommand)]
+pub enum AgentsCommand {
+    /// List the declared agents: name, model and description.
+    List {
+        /// Print a JSON array of the definitions.
+        #[arg(long)]
+        json: bool,
+        /// Where the agents are declared.
+        #[command(flatten)]
+        agents: AgentsFileArgs,
+    },
+    /// Show one agent's definition and its digest.
+    Show {
+        /// The agent.
+        name: String,
+        /// Print the definition as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Where the agents are declared.
+        #[command(flatten)]
+        agents: AgentsFileArgs,
+    },
 }
 
 /// Where sessions are stored.
@@ -350,6 +390,13 @@ pub struct DenyArgs {
 /// [`agent_runtime::AgentSpec`]) and how this command prints.
 #[derive(Debug, Args)]
 pub struct RunFlags {
+    /// Run the agent of this name, declared in the agents file; the flags
+    /// below override its settings.
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// The agents file (default: agents.toml in the current directory).
+    #[command(flatten)]
+    pub agents: AgentsFileArgs,
     /// The session's settings.
     #[command(flatten)]
     pub spec: agent_runtime::AgentSpec,

@@ -77,5 +77,6 @@ async fn execute(cli: Cli) -> Result<u8, CliError> {
             command: TraceCommand::Stats(args),
         } => commands::trace::stats(args).await,
         Command::Model { command } => commands::model::model(command).await,
+        Command::Agents { command } => commands::agents::agents(command),
     }
 }

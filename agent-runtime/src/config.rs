@@ -67,6 +67,13 @@ pub struct SessionConfig {
     /// Layout version ([`CONFIG_VERSION`]).
     #[serde(default = "version")]
     pub version: u32,
+    /// The declared agent the session runs, if it was started from one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The [digest](crate::AgentDefinition::digest) of that agent's
+    /// definition when the session started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition_digest: Option<String>,
     /// The settings.
     #[serde(flatten)]
     pub spec: AgentSpec,
@@ -202,10 +209,44 @@ impl SessionConfig {
         }
         let config = Self {
             version: CONFIG_VERSION,
+            agent: recorded.and_then(|recorded| recorded.agent.clone()),
+            definition_digest: recorded.and_then(|recorded| recorded.definition_digest.clone()),
             spec,
             confinement: recorded.and_then(|recorded| recorded.confinement.clone()),
         };
         config.check()?;
+        Ok(config)
+    }
+
+    /// The configuration of a new session of the declared agent `definition`,
+    /// with `options` on top (the flags or fields a caller gave besides the
+    /// agent's name): its relative paths are taken from the definition's
+    /// directory, the caller's from `cwd`, and without a `workspace` of its
+    /// own the session works in `cwd`; the agent's name and digest are
+    /// recorded.
+    pub fn for_agent(
+        definition: &crate::AgentDefinition,
+        options: &AgentSpec,
+        cwd: &Path,
+    ) -> Result<Self, ConfigError> {
+        let mut declared = definition.spec.clone();
+        if declared.workspace.is_none() {
+            // Where the caller works, not where the file lives.
+            declared.workspace = Some(cwd.to_owned());
+        }
+        if declared.model.is_none() {
+            // The caller's model, taken from the caller's directory below.
+            declared.model = options
+                .model
+                .as_ref()
+                .map(|spec| crate::model::normalise(spec, cwd))
+                .transpose()?;
+        }
+        let base = Self::resolve(&declared, None, &definition.dir)
+            .map_err(|err| ConfigError::new(format!("agent `{}`: {err}", definition.name)))?;
+        let mut config = Self::resolve(options, Some(&base), cwd)?;
+        config.agent = Some(definition.name.clone());
+        config.definition_digest = Some(definition.digest());
         Ok(config)
     }
 

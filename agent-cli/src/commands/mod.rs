@@ -1,5 +1,6 @@
 //! One module per `agent` command.
 
+pub mod agents;
 pub mod approve;
 pub mod cancel;
 pub mod fork;

@@ -19,6 +19,11 @@ use crate::store;
 
 /// Resumes the session; returns the exit code of its RunResult.
 pub async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
+    if let Some(agent) = &args.flags.agent {
+        return Err(CliError::Usage(format!(
+            "--agent {agent}: a resume continues the session's recorded agent; start a new session with `agent run --agent {agent}`, or give the next turn to it with `agent send --agent {agent}`"
+        )));
+    }
     let store = store::open_for(&args.flags.store.store, &args.session_id).await?;
     let events = store.load(&args.session_id).await?;
     let state = SessionState::from_events(&args.session_id, &events).map_err(inconsistent)?;

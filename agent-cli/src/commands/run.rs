@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use agent::{DeltaSink, EventSink, IgnoreDeltas};
-use agent_runtime::{Session, SessionConfig, SessionOptions};
+use agent_runtime::{Session, SessionOptions};
 
 use crate::cli::{RunArgs, RunFlags};
 use crate::console::{console, report};
@@ -20,7 +20,7 @@ const TERMINAL_STORE_PATIENCE: std::time::Duration = std::time::Duration::from_s
 
 /// Runs the task; returns the exit code of its RunResult.
 pub async fn run(args: RunArgs) -> Result<u8, CliError> {
-    let mut config = SessionConfig::resolve(&args.flags.spec, None, &current_dir()?)?;
+    let mut config = crate::commands::agents::new_session_config(&args.flags, &current_dir()?)?;
     crate::confinement::note(&mut config, args.flags.json);
     let store = store::open(&args.flags.store.store).await?;
     let mut stops = StopSignals::listen()?;

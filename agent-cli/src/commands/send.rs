@@ -34,7 +34,12 @@ pub async fn send(args: SendArgs) -> Result<u8, CliError> {
     }
     let recorded = recorded_config(&args.session_id, &events, &state)?;
     let options = &args.flags.spec;
-    let mut config = SessionConfig::resolve(options, Some(&recorded), &current_dir()?)?;
+    let cwd = current_dir()?;
+    let mut config = match &args.flags.agent {
+        // The next turns run the named agent, the flags on top.
+        Some(_) => crate::commands::agents::new_session_config(&args.flags, &cwd)?,
+        None => SessionConfig::resolve(options, Some(&recorded), &cwd)?,
+    };
     crate::confinement::note(&mut config, args.flags.json);
     let changed = (*options != AgentSpec::default()).then(|| config.to_value());
     let mut stops = StopSignals::listen()?;

@@ -36,11 +36,21 @@ pub async fn show(args: SessionArgs) -> Result<u8, CliError> {
             describe(&event.kind)
         ));
     }
+    let field = |name: &str| {
+        state
+            .config()
+            .get(name)
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    };
+    let (agent, digest) = (field("agent"), field("definition_digest"));
     if args.json {
         print_json(&json!({
             "session_id": args.session_id,
             "status": state.public_status(),
             "task": state.task(),
+            "agent": agent,
+            "definition_digest": digest,
             "events": events,
         }))?;
     } else {
@@ -54,8 +64,18 @@ pub async fn show(args: SessionArgs) -> Result<u8, CliError> {
             1 => ", 1 compaction".to_owned(),
             n => format!(", {n} compactions"),
         };
+        let agent_line = agent
+            .as_ref()
+            .map(|agent| {
+                format!(
+                    "agent: {agent} (definition {}{})\n",
+                    digest.as_deref().unwrap_or("?"),
+                    definition_now(agent, digest.as_deref())
+                )
+            })
+            .unwrap_or_default();
         print(&format!(
-            "session {}\nstatus: {}\ntask: {}\ncontext: {context}{compactions}\n",
+            "session {}\nstatus: {}\ntask: {}\n{agent_line}context: {context}{compactions}\n",
             args.session_id,
             state.public_status(),
             state.task()
@@ -72,6 +92,24 @@ pub async fn show(args: SessionArgs) -> Result<u8, CliError> {
         }
     }
     Ok(0)
+}
+
+/// How the definition of `agent` in the agents file here compares with the
+/// one the session recorded.
+fn definition_now(agent: &str, recorded: Option<&str>) -> &'static str {
+    let Ok(cwd) = std::env::current_dir() else {
+        return "";
+    };
+    match agent_runtime::Agents::find(None, &cwd) {
+        Ok(agents) if agents.path.is_some() => match agents.get(agent) {
+            Ok(now) if Some(now.digest().as_str()) == recorded => {
+                "; the agents file here holds it unchanged"
+            }
+            Ok(_) => "; the agents file here holds a changed definition",
+            Err(_) => "; the agents file here does not declare it",
+        },
+        _ => "",
+    }
 }
 
 /// One conversation turn: the message that opened it and how it ended.

@@ -1,7 +1,7 @@
 //! `agent submit TASK`: record a session as `agent run` does, queue it for a
 //! worker and return at once.
 
-use agent_runtime::{SessionConfig, SubmitError};
+use agent_runtime::SubmitError;
 use serde_json::json;
 
 use crate::cli::RunArgs;
@@ -12,7 +12,7 @@ use crate::store;
 
 /// Submits the task; prints the new session's id.
 pub async fn submit(args: RunArgs) -> Result<u8, CliError> {
-    let config = SessionConfig::resolve(&args.flags.spec, None, &current_dir()?)?;
+    let config = crate::commands::agents::new_session_config(&args.flags, &current_dir()?)?;
     let store = store::open(&args.flags.store.store).await?;
     let session_id = agent_runtime::submit(&config, store, args.task)
         .await

@@ -1,0 +1,90 @@
+//! `agent agents list|show NAME`: the agents the agents file declares, and
+//! `new_session_config`, the configuration `run` and `submit` start a session
+//! with: a declared agent's (`--agent NAME`) with the flags on top, or the
+//! flags' alone.
+
+use std::path::Path;
+
+use agent_runtime::{AgentDefinition, Agents, SessionConfig};
+use serde_json::json;
+
+use crate::cli::{AgentsCommand, AgentsFileArgs, RunFlags};
+use crate::error::CliError;
+use crate::output::{print, print_json};
+
+/// Lists or shows the declared agents.
+pub fn agents(command: AgentsCommand) -> Result<u8, CliError> {
+    let cwd = crate::commands::run::current_dir()?;
+    match command {
+        AgentsCommand::List { json, agents } => {
+            let agents = find(&agents, &cwd)?;
+            if json {
+                let all: Vec<_> = agents.iter().map(definition_json).collect();
+                print_json(&json!(all))?;
+            } else if let Some(path) = &agents.path {
+                print(&format!("agents of {}:", path.display()))?;
+                for agent in agents.iter() {
+                    print(&format!(
+                        "  {:<20} {:<36} {}",
+                        agent.name,
+                        agent
+                            .spec
+                            .model
+                            .as_deref()
+                            .unwrap_or("(model given when run)"),
+                        agent.description.as_deref().unwrap_or_default()
+                    ))?;
+                }
+            } else {
+                print("no agents file here: give one with --agents FILE, or write agents.toml")?;
+            }
+            Ok(0)
+        }
+        AgentsCommand::Show { name, json, agents } => {
+            let agents = find(&agents, &cwd)?;
+            let agent = agents.get(&name)?;
+            if json {
+                print_json(&definition_json(agent))?;
+            } else {
+                print(&format!(
+                    "agent {}\ndigest: {}\n{}",
+                    agent.name,
+                    agent.digest(),
+                    serde_json::to_string_pretty(&agent.spec).unwrap_or_default()
+                ))?;
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// A definition as `--json` prints it (the `GET /v1/agents` shape).
+fn definition_json(agent: &AgentDefinition) -> serde_json::Value {
+    json!({
+        "name": agent.name,
+        "description": agent.description,
+        "definition": agent.spec,
+        "overridable": agent.overridable,
+        "digest": agent.digest(),
+    })
+}
+
+fn find(args: &AgentsFileArgs, cwd: &Path) -> Result<Agents, CliError> {
+    Ok(Agents::find(args.file.as_deref(), cwd)?)
+}
+
+/// The configuration of a new session: the declared agent `--agent` names
+/// with the flags on top, or the flags alone.
+pub fn new_session_config(flags: &RunFlags, cwd: &Path) -> Result<SessionConfig, CliError> {
+    match &flags.agent {
+        Some(name) => {
+            let agents = find(&flags.agents, cwd)?;
+            Ok(SessionConfig::for_agent(
+                agents.get(name)?,
+                &flags.spec,
+                cwd,
+            )?)
+        }
+        None => Ok(SessionConfig::resolve(&flags.spec, None, cwd)?),
+    }
+}

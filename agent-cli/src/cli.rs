@@ -289,6 +289,15 @@ pub struct ServeArgs {
     /// Seconds stopping workers let started work finish before giving it back.
     #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_drain)]
     pub drain: f64,
+    /// The agents new sessions may name (SIGHUP reads the file again).
+    #[command(flatten)]
+    pub agents: AgentsFileArgs,
+    /// Also take free-form sessions — any model, tools, workspace, program
+    /// allowlist or MCP command line, with or without an agent. For
+    /// development: every token holder then has the rights of the server's
+    /// user.
+    #[arg(long)]
+    pub allow_adhoc: bool,
     /// Where sessions are stored.
     #[command(flatten)]
     pub store: StoreArgs,

@@ -405,10 +405,11 @@ async fn instructions_reach_the_system_prompt_of_each_provider() {
     let instructions = "You are ACME's support agent. Be brief.";
     let openai = FakeProvider::start(vec![openai_text("84")]).await.unwrap();
     let first = scratch("instructions-openai");
+    std::fs::write(first.path("instructions.md"), instructions).unwrap();
     let output = run(
         &first,
         &format!("openai:m@{}/v1", openai.url()),
-        &["--instructions", instructions],
+        &["--instructions", "@instructions.md"],
         &[],
     );
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -418,6 +419,30 @@ async fn instructions_reach_the_system_prompt_of_each_provider() {
     assert!(text.starts_with(instructions), "{text}");
     assert!(text.contains("When you know the answer"), "{text}");
 
+    // The same from an agents file's definition.
+    let from_file = FakeProvider::start(vec![openai_text("84")]).await.unwrap();
+    let third = scratch("instructions-file");
+    std::fs::write(
+        third.path("agents.toml"),
+        format!(
+            "[agents.support]\ninstructions = \"{instructions}\"\nmodel = \"openai:m@{}/v1\"\n",
+            from_file.url()
+        ),
+    )
+    .unwrap();
+    let output = third
+        .command()
+        .env_remove("OPENAI_API_KEY")
+        .args(["run", TASK, "--agent", "support", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let system = from_file.received()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(system.starts_with(instructions), "{system}");
+
     let anthropic_server = FakeProvider::start(vec![anthropic(
         json!([{"type": "text", "text": "84"}]),
         10,
@@ -426,13 +451,20 @@ async fn instructions_reach_the_system_prompt_of_each_provider() {
     .await
     .unwrap();
     let second = scratch("instructions-anthropic");
-    std::fs::write(second.path("instructions.md"), instructions).unwrap();
-    let output = run(
-        &second,
-        &format!("anthropic:m@{}", anthropic_server.url()),
-        &["--instructions", "@instructions.md"],
-        &[],
-    );
+    std::fs::write(
+        second.path("agents.toml"),
+        format!(
+            "[agents.support]\ninstructions = \"{instructions}\"\nmodel = \"anthropic:m@{}\"\n",
+            anthropic_server.url()
+        ),
+    )
+    .unwrap();
+    let output = second
+        .command()
+        .env_remove("ANTHROPIC_API_KEY")
+        .args(["run", TASK, "--agent", "support", "--json"])
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let system = anthropic_server.received()[0].body["system"]
         .as_str()

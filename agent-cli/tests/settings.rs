@@ -100,6 +100,8 @@ fn a_session_records_what_the_flags_set_under_the_fields_names() {
         "--max-steps",
         "4",
         "--session-budget",
+        "--trace",
+        "trace.jsonl",
         "--json",
     ]);
     assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
@@ -113,6 +115,15 @@ fn a_session_records_what_the_flags_set_under_the_fields_names() {
     assert_eq!(config["max_steps"], 4);
     assert_eq!(config["session_budget"], true);
     assert_eq!(config["tools"], serde_json::json!(["calculator"]));
+    let started = &common::trace_lines(&scratch.path("trace.jsonl"))[0];
+    assert_eq!(started["event_type"], "run_started");
+    assert!(
+        started["instructions"]
+            .as_str()
+            .unwrap()
+            .starts_with("chars=14;sha256="),
+        "the trace holds a safe summary of the instructions: {started}"
+    );
     for key in config.as_object().unwrap().keys() {
         assert!(
             AgentSpec::field_names().contains(key)

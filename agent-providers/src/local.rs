@@ -500,6 +500,28 @@ mod tests {
     const ANSWERED: &str = "Not run again: `calculator` was already called";
 
     #[test]
+    fn the_agents_instructions_open_the_local_models_prompt() {
+        let request = ModelRequest {
+            instructions: agent_core::agent_instructions(
+                Some("You work for ACME. Be brief."),
+                "Finish with the answer.".into(),
+            ),
+            task: "What is 12 times 7?".into(),
+            history: Arc::default(),
+            tools: Arc::new(Vec::new()),
+            max_output_tokens: None,
+            output_schema: None,
+        };
+        let messages = chat_messages(&text_request(&request));
+        let (role, content) = messages.first().cloned().unwrap_or_default();
+        assert_eq!(role, "system");
+        assert!(
+            content.starts_with("You work for ACME. Be brief."),
+            "{content}"
+        );
+    }
+
+    #[test]
     fn only_a_turn_answered_entirely_from_the_history_narrows_to_finish() {
         let turn = HistoryItem::AssistantText { text: "{}".into() };
         assert!(!only_repeats_answered(&[]));

@@ -57,7 +57,73 @@ pub struct AgentDefinition {
     pub dir: PathBuf,
 }
 
+/// Settings an API client may always set for a declared agent's session, as
+/// long as they lower the agent's own: its budgets.
+const BUDGETS: &[&str] = &[
+    "max_steps",
+    "max_tokens",
+    "max_model_calls",
+    "max_tool_calls",
+    "max_output_tokens",
+    "timeout_secs",
+];
+
+/// A declared agent as it is shown (`agent agents show --json`, `GET
+/// /v1/agents/{name}`).
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct AgentView {
+    /// Its name.
+    pub name: String,
+    /// What it is for.
+    pub description: Option<String>,
+    /// Its settings, as declared.
+    pub definition: AgentSpec,
+    /// The settings a client may set for its sessions besides lowering its budgets.
+    pub overridable: Vec<String>,
+    /// The digest sessions of it record.
+    pub digest: String,
+}
+
 impl AgentDefinition {
+    /// The definition as it is shown.
+    pub fn view(&self) -> AgentView {
+        AgentView {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            definition: self.spec.clone(),
+            overridable: self.overridable.clone(),
+            digest: self.digest(),
+        }
+    }
+
+    /// The settings of `asked` a client without free-form rights may not set
+    /// for a session of this agent: all but those the definition marks
+    /// overridable and budgets that stay at or below the agent's own.
+    pub fn refused_settings(&self, asked: &AgentSpec) -> Vec<String> {
+        let (Ok(serde_json::Value::Object(asked)), Ok(serde_json::Value::Object(own))) = (
+            serde_json::to_value(asked),
+            serde_json::to_value(crate::config::with_defaults(&self.spec)),
+        ) else {
+            return vec!["(settings that cannot be read)".into()];
+        };
+        asked
+            .iter()
+            .filter(|(field, value)| {
+                let lowered = BUDGETS.contains(&field.as_str())
+                    && match (
+                        value.as_f64(),
+                        own.get(*field).and_then(serde_json::Value::as_f64),
+                    ) {
+                        (Some(asked), Some(limit)) => asked <= limit,
+                        (Some(_), None) => true,
+                        _ => false,
+                    };
+                !lowered && !self.overridable.contains(field)
+            })
+            .map(|(field, _)| field.clone())
+            .collect()
+    }
+
     /// The digest of the definition as declared (`sha256:` and 64 hex
     /// digits): a session records it, so a changed definition shows.
     pub fn digest(&self) -> String {
@@ -262,6 +328,38 @@ model = "scripted:triage.json"
         );
         let err = parse(&not_a_setting, Path::new(".")).unwrap_err();
         assert!(err.contains("`shell`"), "{err}");
+    }
+
+    #[test]
+    fn a_client_may_lower_budgets_and_set_what_is_overridable_only() {
+        let agents = parse(FILE, Path::new(".")).unwrap();
+        let support = &agents["support"];
+        let asked =
+            |json: serde_json::Value| -> AgentSpec { serde_json::from_value(json).unwrap() };
+        assert!(
+            support
+                .refused_settings(&asked(serde_json::json!({
+                    "max_steps": 50, "max_tokens": 1000, "max_output_tokens": 512
+                })))
+                .is_empty(),
+            "max_steps is overridable; no token budget is a budget a client may lower; 512 < 1024"
+        );
+        let triage = &agents["triage"];
+        assert_eq!(
+            triage.refused_settings(&asked(serde_json::json!({"max_steps": 11}))),
+            ["max_steps"],
+            "above the default of 10"
+        );
+        assert!(
+            triage
+                .refused_settings(&asked(serde_json::json!({"max_steps": 3})))
+                .is_empty()
+        );
+        let mut refused = triage.refused_settings(&asked(serde_json::json!({
+            "mcp": ["sh"], "allow_cmd": ["sh"], "workspace": "/", "model": "openai:m"
+        })));
+        refused.sort();
+        assert_eq!(refused, ["allow_cmd", "mcp", "model", "workspace"]);
     }
 
     #[test]

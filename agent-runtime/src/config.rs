@@ -109,6 +109,11 @@ fn default_strategy() -> String {
     "react".into()
 }
 
+/// `spec` with the defaults under it: what a session of it has, paths aside.
+pub(crate) fn with_defaults(spec: &AgentSpec) -> AgentSpec {
+    overlay(&defaults(Path::new("/")), spec).unwrap_or_else(|_| spec.clone())
+}
+
 /// `over`'s settings on top of `base`'s: each setting `over` has replaces
 /// `base`'s, each it lacks keeps it.
 fn overlay(base: &AgentSpec, over: &AgentSpec) -> Result<AgentSpec, ConfigError> {

@@ -15,6 +15,7 @@
 //! - [`Worker`]: claims queued sessions and tool calls from a store and does
 //!   them, on as many processes and machines as the store reaches.
 
+mod agent;
 mod agents;
 mod config;
 pub mod control;
@@ -27,7 +28,8 @@ mod spec;
 mod tools;
 mod worker;
 
-pub use agents::{AGENTS_FILE_VARIABLE, AgentDefinition, Agents, DEFAULT_AGENTS_FILE};
+pub use agent::{Agent, AgentBuilder, AgentError};
+pub use agents::{AGENTS_FILE_VARIABLE, AgentDefinition, AgentView, Agents, DEFAULT_AGENTS_FILE};
 pub use config::{
     CONFIG_VERSION, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_TOOL_RETRIES, DEFAULT_TOOL_TIMEOUT,
     OnMessage, SessionConfig,

@@ -59,6 +59,12 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
     }
 
+    /// 403 `adhoc_refused`: free-form session settings on a server that runs
+    /// declared agents only.
+    pub fn adhoc_refused(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "adhoc_refused", message)
+    }
+
     /// 500: the server failed.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agent_core::{Cancellation, Store};
-use agent_runtime::DeltaHub;
+use agent_runtime::{Agents, DeltaHub};
 
 use crate::auth::{SharedTokens, Tokens};
 use crate::tail::Tails;
@@ -25,6 +25,8 @@ pub struct ServerState {
     pub(crate) shutdown: Cancellation,
     pub(crate) keep_alive: Duration,
     pub(crate) deltas: DeltaHub,
+    pub(crate) agents: Arc<std::sync::RwLock<Arc<Agents>>>,
+    pub(crate) allow_adhoc: bool,
 }
 
 impl ServerState {
@@ -42,7 +44,40 @@ impl ServerState {
             shutdown: Cancellation::new(),
             keep_alive: crate::routes::KEEP_ALIVE,
             deltas: DeltaHub::new(),
+            agents: Arc::default(),
+            allow_adhoc: false,
         }
+    }
+
+    /// Serves the agents `agents` declares: a new session names one (default:
+    /// none declared).
+    pub fn with_agents(self, agents: Agents) -> Self {
+        self.replace_agents(agents);
+        self
+    }
+
+    /// From now on, new sessions name agents of `agents` (a reload).
+    pub fn replace_agents(&self, agents: Agents) {
+        if let Ok(mut current) = self.agents.write() {
+            *current = Arc::new(agents);
+        }
+    }
+
+    /// The declared agents now.
+    pub(crate) fn agents(&self) -> Arc<Agents> {
+        self.agents
+            .read()
+            .map(|agents| Arc::clone(&agents))
+            .unwrap_or_default()
+    }
+
+    /// Whether a new session may be configured free-form — any model, tools,
+    /// workspace, program allowlist or MCP command line, with or without an
+    /// agent — which gives every token holder the rights of the server's user
+    /// (default: no, a session runs a declared agent).
+    pub fn allow_adhoc(mut self, allow: bool) -> Self {
+        self.allow_adhoc = allow;
+        self
     }
 
     /// From now on, callers need one of `tokens` (the ones before no longer

@@ -28,7 +28,7 @@ let browser;
 /** Starts `agent serve` on `listen` and resolves with its address. */
 function startServer(listen) {
   return new Promise((resolve, reject) => {
-    const child = spawn(agentBin, ["serve", "--listen", listen, "--store", `sqlite://${path.join(dir, "ui.db")}`, "--workers", "2", "--drain", "1"], {
+    const child = spawn(agentBin, ["serve", "--listen", listen, "--store", `sqlite://${path.join(dir, "ui.db")}`, "--workers", "2", "--drain", "1", "--allow-adhoc"], {
       cwd: root,
       env: { ...process.env, AGENT_API_TOKENS: token },
       stdio: ["ignore", "ignore", "pipe"],
@@ -80,6 +80,7 @@ function createApprovalSession(task) {
     model: "scripted:examples/scripts/calculator.json",
     tools: ["calculator"],
     approve_tools: ["calculator"],
+    instructions: "You multiply carefully.",
   });
 }
 
@@ -165,6 +166,7 @@ test("a session that needs approval appears live, survives a server restart, is 
   const card = page.locator("article.pending");
   await card.waitFor({ timeout: WAIT });
   await page.locator(".live", { hasText: "live" }).waitFor({ timeout: WAIT });
+  await page.locator("dd", { hasText: "You multiply carefully." }).waitFor({ timeout: WAIT });
   const before = await page.locator("ol.timeline li[data-seq]").count();
 
   // A network blip: the server goes away and comes back on the same address.

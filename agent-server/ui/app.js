@@ -766,6 +766,7 @@
       const usage = session.usage || {};
       facts.replaceChildren(
         fact("Session", h("span", { class: "mono" }, session.session_id)),
+        fact("Agent", session.agent || "—"),
         fact("Model", session.model || "—"),
         fact("Strategy", session.strategy),
         fact("Created", localTime(session.created_at, true)),
@@ -774,6 +775,7 @@
         fact("Tokens (in / out)", `${usage.input_tokens || 0} / ${usage.output_tokens || 0}`),
         fact("Calls (model / tool)", `${usage.model_calls || 0} / ${usage.tool_calls || 0}`),
       );
+      if (session.instructions) facts.append(fact("Instructions", longText(session.instructions)));
       renderActions(session);
       renderResult(session);
       renderPending(session);

@@ -23,11 +23,18 @@ pub fn trace_lines(event: &Event, step: u32, mode: ContentMode) -> Vec<Map<Strin
         line
     };
     match &event.kind {
-        EventKind::SessionStarted { task, .. } => {
-            vec![line(
-                "run_started",
-                json!({"input_summary": mode.render(task)}),
-            )]
+        EventKind::SessionStarted { task, config, .. } => {
+            let mut fields = json!({"input_summary": mode.render(task)});
+            let recorded = |key: &str| config.get(key).and_then(Value::as_str);
+            if let (Some(instructions), Value::Object(fields)) =
+                (recorded("instructions"), &mut fields)
+            {
+                fields.insert("instructions".into(), json!(mode.render(instructions)));
+            }
+            if let (Some(agent), Value::Object(fields)) = (recorded("agent"), &mut fields) {
+                fields.insert("agent".into(), json!(agent));
+            }
+            vec![line("run_started", fields)]
         }
         EventKind::ModelResponded { actions, usage, .. } => {
             let mut fields = action_fields(actions, mode);

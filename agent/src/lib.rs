@@ -127,8 +127,11 @@ pub mod strategies {
     pub use agent_strategies::*;
 }
 
-/// The runtime as a library: the recorded session configuration, the engine it
-/// describes, human decisions on stored sessions, and the workers.
+/// The runtime as a library: named agents ([`Agent`](runtime::Agent), the
+/// agents file), the one declaration of a session's settings
+/// ([`AgentSpec`](runtime::AgentSpec)), the recorded session configuration,
+/// the engine it describes, human decisions on stored sessions, and the
+/// workers.
 #[cfg(feature = "runtime")]
 pub mod runtime {
     pub use agent_runtime::*;
@@ -154,6 +157,8 @@ pub mod prelude {
     };
     #[cfg(feature = "scripted")]
     pub use agent_providers::ScriptedModel;
+    #[cfg(feature = "runtime")]
+    pub use agent_runtime::{Agent, AgentSpec, Agents};
     #[cfg(feature = "sqlite")]
     pub use agent_store::SqliteStore;
     #[cfg(feature = "plan-execute")]

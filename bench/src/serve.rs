@@ -67,7 +67,7 @@ impl Served {
         };
         let mut child = Command::new(&agent)
             .args(["serve", "--listen", "127.0.0.1:0", "--store", &url])
-            .args(["--workers", &args.workers.to_string()])
+            .args(["--workers", &args.workers.to_string(), "--allow-adhoc"])
             .current_dir(script.parent().unwrap_or(std::path::Path::new("/")))
             .env("AGENT_API_TOKENS", TOKEN)
             .stdout(Stdio::null())

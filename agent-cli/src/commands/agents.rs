@@ -6,7 +6,6 @@
 use std::path::Path;
 
 use agent_runtime::{AgentDefinition, Agents, SessionConfig};
-use serde_json::json;
 
 use crate::cli::{AgentsCommand, AgentsFileArgs, RunFlags};
 use crate::error::CliError;
@@ -19,8 +18,8 @@ pub fn agents(command: AgentsCommand) -> Result<u8, CliError> {
         AgentsCommand::List { json, agents } => {
             let agents = find(&agents, &cwd)?;
             if json {
-                let all: Vec<_> = agents.iter().map(definition_json).collect();
-                print_json(&json!(all))?;
+                let all: Vec<_> = agents.iter().map(AgentDefinition::view).collect();
+                print_json(&all)?;
             } else if let Some(path) = &agents.path {
                 print(&format!("agents of {}:", path.display()))?;
                 for agent in agents.iter() {
@@ -44,7 +43,7 @@ pub fn agents(command: AgentsCommand) -> Result<u8, CliError> {
             let agents = find(&agents, &cwd)?;
             let agent = agents.get(&name)?;
             if json {
-                print_json(&definition_json(agent))?;
+                print_json(&agent.view())?;
             } else {
                 print(&format!(
                     "agent {}\ndigest: {}\n{}",
@@ -56,17 +55,6 @@ pub fn agents(command: AgentsCommand) -> Result<u8, CliError> {
             Ok(0)
         }
     }
-}
-
-/// A definition as `--json` prints it (the `GET /v1/agents` shape).
-fn definition_json(agent: &AgentDefinition) -> serde_json::Value {
-    json!({
-        "name": agent.name,
-        "description": agent.description,
-        "definition": agent.spec,
-        "overridable": agent.overridable,
-        "digest": agent.digest(),
-    })
 }
 
 fn find(args: &AgentsFileArgs, cwd: &Path) -> Result<Agents, CliError> {

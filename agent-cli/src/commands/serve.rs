@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use agent::store::shown_url;
+use agent_runtime::Agents;
 use agent_server::{ServeOptions, ServerState, Tokens};
 
 use crate::cli::ServeArgs;
@@ -47,8 +48,12 @@ pub async fn serve(args: ServeArgs) -> Result<u8, CliError> {
         .local_addr()
         .map_err(|err| CliError::Internal(format!("the listening address is unknown: {err}")))?;
     let shutdown = shutdown_on_signals()?;
+    let cwd = current_dir()?;
+    let agents = Agents::find(args.agents.file.as_deref(), &cwd)?;
     let state = ServerState::new(store, tokens)
-        .with_cwd(current_dir()?)
+        .with_cwd(cwd)
+        .with_agents(agents)
+        .allow_adhoc(args.allow_adhoc)
         .with_shutdown(shutdown);
     eprintln!(
         "agent serve: listening on http://{address} (store {}, {} in-process worker(s)); the web page is at http://{address}/",
@@ -69,9 +74,10 @@ pub async fn serve(args: ServeArgs) -> Result<u8, CliError> {
     Ok(0)
 }
 
-/// On each SIGHUP, reads the tokens again and serves with them from then on;
-/// tokens that cannot be read, or none at all, leave the current ones in place
-/// (a server that printed its own token keeps it).
+/// On each SIGHUP, reads the tokens and the agents file again and serves with
+/// them from then on; tokens or agents that cannot be read, or no tokens at
+/// all, leave the current ones in place (a server that printed its own token
+/// keeps it).
 fn reload_tokens_on_hangup(
     args: &ServeArgs,
     state: &ServerState,
@@ -97,6 +103,20 @@ fn reload_tokens_on_hangup(
                 }
                 Err(err) => log(&format!(
                     "agent serve: SIGHUP: the tokens cannot be reloaded, the current ones stay: {err}"
+                )),
+            }
+            match std::env::current_dir()
+                .map_err(|err| err.to_string())
+                .and_then(|cwd| {
+                    Agents::find(args.agents.file.as_deref(), &cwd).map_err(|err| err.to_string())
+                }) {
+                Ok(agents) => {
+                    let count = agents.iter().count();
+                    state.replace_agents(agents);
+                    log(&format!("agent serve: SIGHUP: {count} agent(s) reloaded"));
+                }
+                Err(err) => log(&format!(
+                    "agent serve: SIGHUP: the agents cannot be reloaded, the current ones stay: {err}"
                 )),
             }
         }

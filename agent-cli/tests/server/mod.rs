@@ -41,12 +41,13 @@ impl Server {
     }
 
     /// Starts `agent serve` in `scratch` on the store at `store`, with `TOKEN`
-    /// accepted and `extra` flags.
+    /// accepted, free-form sessions allowed (`--allow-adhoc`) and `extra` flags.
     pub fn start_on(scratch: Scratch, store: String, extra: &[&str]) -> Self {
         scratch.script("calc.json", calculator_script());
         let mut command = scratch.command();
         command
             .args(["serve", "--listen", "127.0.0.1:0", "--store", &store])
+            .arg("--allow-adhoc")
             .args(extra)
             .env("AGENT_API_TOKENS", TOKEN);
         Self::spawn(scratch, store, command)

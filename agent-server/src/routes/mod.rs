@@ -2,6 +2,7 @@
 //! OpenAPI description (`utoipa::path`), and the router is built from those
 //! descriptions, so a route cannot exist without being documented.
 
+mod agents;
 mod body;
 mod decisions;
 mod events;
@@ -66,6 +67,8 @@ fn documented() -> (Router<ServerState>, utoipa::openapi::OpenApi) {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(sessions::create, sessions::list))
         .routes(routes!(sessions::get))
+        .routes(routes!(agents::list))
+        .routes(routes!(agents::get))
         .routes(routes!(events::events))
         .routes(routes!(decisions::approve))
         .routes(routes!(decisions::deny))

@@ -20,13 +20,18 @@ use super::JsonBody;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::ServerState;
 
-/// A new session: the task, and its settings — the `agent run` flags in
-/// snake_case ([`AgentSpec`]). Only `task` and `model` are required; unknown
-/// fields are refused.
+/// A new session: the task and the declared agent to run it, with settings
+/// on top — the `agent run` flags in snake_case ([`AgentSpec`]): budgets the
+/// agent's or lower, and what its definition marks overridable. A server
+/// started with `--allow-adhoc` also takes any other setting, and sessions of
+/// no agent (`model` then required). Unknown fields are refused.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CreateSession {
     /// The task for the agent.
     pub task: String,
+    /// The declared agent (`GET /v1/agents` lists them).
+    #[serde(default)]
+    pub agent: Option<String>,
     /// The session's settings.
     #[serde(flatten)]
     pub spec: AgentSpec,
@@ -41,10 +46,10 @@ impl CreateSession {
             let settings = AgentSpec::field_names();
             if let Some(unknown) = fields
                 .keys()
-                .find(|key| *key != "task" && !settings.contains(key))
+                .find(|key| !["task", "agent"].contains(&key.as_str()) && !settings.contains(key))
             {
                 return Err(ApiError::bad_request(format!(
-                    "the body is not acceptable: unknown field `{}`, expected `task` or one of {}",
+                    "the body is not acceptable: unknown field `{}`, expected `task`, `agent` or one of {}",
                     crate::error::quoted_id(unknown),
                     settings.join(", ")
                 )));
@@ -73,14 +78,15 @@ pub struct Queued {
     request_body = CreateSession,
     responses(
         (status = 201, body = Queued, description = "Recorded and queued; `Location` names it"),
-        (status = 400, body = ErrorBody, description = "Bad JSON, a missing or unknown field, or a setting that cannot be used")
+        (status = 400, body = ErrorBody, description = "Bad JSON, a missing or unknown field, an unknown agent, or a setting that cannot be used"),
+        (status = 403, body = ErrorBody, description = "`adhoc_refused`: a setting the agent's definition does not let a client set (or raise), or no agent, on a server without `--allow-adhoc`")
     )
 )]
 pub async fn create(
     State(state): State<ServerState>,
     JsonBody(body): JsonBody<Value>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let CreateSession { task, spec } = CreateSession::from_body(body)?;
+    let CreateSession { task, agent, spec } = CreateSession::from_body(body)?;
     if task.trim().is_empty() {
         return Err(ApiError::bad_request("`task` is empty"));
     }
@@ -91,7 +97,33 @@ pub async fn create(
             "`waive_approval` is not accepted over the API; the operator sets it (agent run --waive-approval)",
         ));
     }
-    let config = SessionConfig::resolve(&spec, None, &state.cwd)?;
+    let config = match agent {
+        Some(name) => {
+            let agents = state.agents();
+            let definition = agents
+                .get(&name)
+                .map_err(|err| ApiError::bad_request(err.to_string()))?;
+            let refused = definition.refused_settings(&spec);
+            if !refused.is_empty() && !state.allow_adhoc {
+                return Err(ApiError::adhoc_refused(format!(
+                    "agent `{name}` does not let a client set {}: a client may lower its budgets and set what its definition marks `overridable` ({}); a server started with --allow-adhoc takes any setting",
+                    refused.join(", "),
+                    if definition.overridable.is_empty() {
+                        "nothing".to_owned()
+                    } else {
+                        definition.overridable.join(", ")
+                    }
+                )));
+            }
+            SessionConfig::for_agent(definition, &spec, &state.cwd)?
+        }
+        None if state.allow_adhoc => SessionConfig::resolve(&spec, None, &state.cwd)?,
+        None => {
+            return Err(ApiError::adhoc_refused(
+                "name a declared agent (`agent`; GET /v1/agents lists them): this server runs declared agents only, as free-form settings would give every token holder the rights of the server's user; start it with --allow-adhoc to allow them",
+            ));
+        }
+    };
     let session_id = agent_runtime::submit(&config, state.store.clone(), task).await?;
     let location = format!("/v1/sessions/{session_id}");
     Ok((
@@ -238,6 +270,10 @@ pub struct SessionView {
     pub strategy: String,
     /// The model spec it runs with.
     pub model: Option<String>,
+    /// The declared agent it runs, if it was started from one.
+    pub agent: Option<String>,
+    /// The agent's instructions, if it has any.
+    pub instructions: Option<String>,
     /// When it was created (RFC 3339).
     pub created_at: String,
     /// When its last event was committed (RFC 3339).
@@ -289,11 +325,9 @@ fn view(session: &SessionState) -> SessionView {
         status: session.public_status(),
         task: session.task().to_owned(),
         strategy: session.strategy().to_owned(),
-        model: session
-            .config()
-            .get("model")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
+        model: recorded(session, "model"),
+        agent: recorded(session, "agent"),
+        instructions: recorded(session, "instructions"),
         created_at: timestamp(session.created_at()),
         updated_at: timestamp(session.updated_at()),
         last_seq: session.last_seq(),
@@ -303,6 +337,15 @@ fn view(session: &SessionState) -> SessionView {
         tools: builtin_specs(session),
         result: session.run_result(),
     }
+}
+
+/// The text setting `key` of the configuration `session` recorded.
+fn recorded(session: &SessionState, key: &str) -> Option<String> {
+    session
+        .config()
+        .get(key)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }
 
 /// The specs of the built-in tools `session` recorded; none when its recorded

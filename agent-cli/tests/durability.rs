@@ -435,7 +435,20 @@ fn sessions_and_show_print_what_the_contract_says() {
 
     let shown = json_stdout(&scratch.run(&["show", &ids[0], "--json"]));
     let keys: Vec<&String> = shown.as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["session_id", "status", "task", "events"]);
+    // The published keys, and the agents issue's additions (null for a
+    // session of no declared agent).
+    assert_eq!(
+        keys,
+        [
+            "session_id",
+            "status",
+            "task",
+            "agent",
+            "definition_digest",
+            "events"
+        ]
+    );
+    assert!(shown["agent"].is_null() && shown["definition_digest"].is_null());
     assert_eq!(shown["status"], "finished");
     let seqs: Vec<u64> = shown["events"]
         .as_array()

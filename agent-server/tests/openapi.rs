@@ -59,6 +59,8 @@ fn the_document_is_openapi_3_1_with_bearer_auth_and_names_every_route() {
         ("GET", "/metrics"),
         ("GET", "/healthz"),
         ("GET", "/v1/openapi.json"),
+        ("GET", "/v1/agents"),
+        ("GET", "/v1/agents/{name}"),
     ]
     .into_iter()
     .map(|(method, path)| (method.to_owned(), path.to_owned()))

@@ -60,6 +60,19 @@ tools = ["sleep", "append_line"]
     .unwrap();
 }
 
+/// `agent serve` with an agents file, on a new SQLite store, with `extra` flags.
+fn serve_agents(name: &str, extra: &[&str]) -> Server {
+    let scratch = scratch(name);
+    agents_file(&scratch);
+    let store = format!("sqlite://{}", scratch.path("agent.db").display());
+    let mut command = scratch.command();
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--store", &store])
+        .args(extra)
+        .env("AGENT_API_TOKENS", TOKEN);
+    Server::spawn(scratch, store, command)
+}
+
 fn recorded(scratch: &Scratch, id: &str, store: &str) -> Value {
     let shown = scratch.run(&["show", id, "--store", store, "--json"]);
     assert_eq!(shown.status.code(), Some(0), "{}", stderr(&shown));
@@ -133,26 +146,7 @@ async fn the_cli_and_the_api_run_one_definition_and_record_its_digest() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_without_allow_adhoc_runs_declared_agents_only() {
-    let scratch = scratch("agents-adhoc");
-    agents_file(&scratch);
-    let store = format!("sqlite://{}", scratch.path("agent.db").display());
-    let mut command = scratch.command();
-    command
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--store",
-            &store,
-            "--workers",
-            "0",
-        ])
-        .env("AGENT_API_TOKENS", TOKEN);
-    let server = Server::spawn(
-        crate::common::scratch("agents-adhoc-server"),
-        store,
-        command,
-    );
+    let server = serve_agents("agents-adhoc", &["--workers", "0"]);
     let refused = [
         json!({"agent": "calc", "task": "t", "mcp": ["sh -c id"]}),
         json!({"agent": "calc", "task": "t", "allow_cmd": ["sh"]}),
@@ -179,27 +173,7 @@ async fn a_server_without_allow_adhoc_runs_declared_agents_only() {
         .await;
     assert_eq!(status, 201, "lowering a budget is allowed: {created}");
 
-    let scratch = crate::common::scratch("agents-adhoc-allowed");
-    agents_file(&scratch);
-    let store = format!("sqlite://{}", scratch.path("agent.db").display());
-    let mut command = scratch.command();
-    command
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--store",
-            &store,
-            "--workers",
-            "0",
-        ])
-        .arg("--allow-adhoc")
-        .env("AGENT_API_TOKENS", TOKEN);
-    let server = Server::spawn(
-        crate::common::scratch("agents-adhoc-allowed-server"),
-        store,
-        command,
-    );
+    let server = serve_agents("agents-adhoc-allowed", &["--workers", "0", "--allow-adhoc"]);
     for body in [
         json!({"agent": "calc", "task": "t", "max_steps": 7}),
         json!({"task": "t", "model": "scripted:calc.json"}),

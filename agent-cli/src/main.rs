@@ -9,6 +9,7 @@ mod error;
 mod interrupt;
 mod output;
 mod progress;
+mod run_setup;
 mod screen;
 mod store;
 

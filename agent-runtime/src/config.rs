@@ -156,7 +156,7 @@ impl SessionConfig {
             None => defaults(cwd),
         };
         let model = match (&options.model, &base.model) {
-            (Some(spec), _) => crate::model::normalise(spec, cwd)?,
+            (Some(spec), _) => crate::model_spec::normalise(spec, cwd)?,
             (None, Some(recorded)) => recorded.clone(),
             (None, None) => {
                 return Err(ConfigError::new(
@@ -165,7 +165,7 @@ impl SessionConfig {
             }
         };
         let given = AgentSpec {
-            model: Some(crate::model::with_local_options(
+            model: Some(crate::model_spec::with_local_options(
                 &model,
                 options.threads,
                 options.temperature,
@@ -177,7 +177,7 @@ impl SessionConfig {
                     specs
                         .iter()
                         .map(|spec| {
-                            crate::model::normalise(spec, cwd)
+                            crate::model_spec::normalise(spec, cwd)
                                 .map_err(|err| ConfigError::new(format!("--fallback-model: {err}")))
                         })
                         .collect::<Result<Vec<_>, _>>()
@@ -244,7 +244,7 @@ impl SessionConfig {
             declared.model = options
                 .model
                 .as_ref()
-                .map(|spec| crate::model::normalise(spec, cwd))
+                .map(|spec| crate::model_spec::normalise(spec, cwd))
                 .transpose()?;
         }
         let base = Self::resolve(&declared, None, &definition.dir)

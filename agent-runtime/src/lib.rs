@@ -9,7 +9,9 @@
 //!   configured timeout, retry and circuit breaker), MCP servers, strategy,
 //!   budgets, completion gate, trace file.
 //! - [`control`]: human decisions on stored sessions.
-//! - [`models`]: fetching and listing local GGUF model files.
+//! - [`model_files`]: fetching and listing local GGUF model files (the
+//!   model spec parser, which builds a model from `--model`, is
+//!   [`build_model`]).
 //! - [`DeltaHub`]: the text of responses being written, by session, for live
 //!   listeners in this process.
 //! - [`Worker`]: claims queued sessions and tool calls from a store and does
@@ -21,8 +23,8 @@ mod config;
 pub mod control;
 mod deltas;
 mod error;
-mod model;
-pub mod models;
+pub mod model_files;
+mod model_spec;
 mod session;
 mod spec;
 mod tools;
@@ -36,7 +38,7 @@ pub use config::{
 };
 pub use deltas::{DeltaHub, SessionDelta};
 pub use error::ConfigError;
-pub use model::{
+pub use model_spec::{
     LOCAL_MODELS_DIR, build as build_model, default_local_model, normalise as normalise_model,
 };
 pub use session::{Session, SessionOptions, SubmitError, submit, trace_sink};

@@ -89,7 +89,7 @@ impl Session {
     ) -> Result<Engine, ConfigError> {
         let timeout = Duration::try_from_secs_f64(config.request_timeout_secs())
             .map_err(|err| ConfigError::new(format!("--request-timeout: {err}")))?;
-        let model = crate::model::with_fallbacks(config, store.as_ref(), timeout).await?;
+        let model = crate::model_spec::with_fallbacks(config, store.as_ref(), timeout).await?;
         let sinks = trace_sink(config)?.into_iter().chain(options.sinks);
         let gate = match config.finish_when() {
             Some(line) => Some(

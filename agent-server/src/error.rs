@@ -254,7 +254,7 @@ pub async fn uniform_errors(request: Request, next: Next) -> Response {
         (StatusCode::NOT_FOUND, _) => "no such route; GET /v1/openapi.json lists them".to_owned(),
         (StatusCode::PAYLOAD_TOO_LARGE, _) => format!(
             "the request body is over the limit of {} bytes",
-            crate::routes::MAX_BODY
+            crate::limits::MAX_BODY
         ),
         (_, true) => status
             .canonical_reason()

@@ -43,7 +43,8 @@ mod ui;
 
 pub use auth::{MIN_TOKEN_LEN, OPEN_PATHS, TokenError, Tokens};
 pub use error::{ApiError, ErrorBody, ErrorDetail};
-pub use routes::{KEEP_ALIVE, MAX_BODY, REQUEST_TIMEOUT, openapi, router};
+pub use limits::MAX_BODY;
+pub use routes::{KEEP_ALIVE, REQUEST_TIMEOUT, openapi, router};
 pub use serve::{ServeOptions, serve};
 pub use state::ServerState;
 pub use tail::POLL;

@@ -11,7 +11,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::error::ApiError;
-use crate::routes::MAX_BODY;
+
+/// The largest request body accepted, in bytes (1 MiB); more is a 413.
+pub const MAX_BODY: usize = 1 << 20;
 
 /// The most of an oversized body read (and dropped) before answering 413.
 pub const DRAIN_LIMIT: usize = 16 << 20;

@@ -1,19 +1,16 @@
-//! `agent agents list|show NAME`: the agents the agents file declares, and
-//! `new_session_config`, the configuration `run` and `submit` start a session
-//! with: a declared agent's (`--agent NAME`) with the flags on top, or the
-//! flags' alone.
+//! `agent agents list|show NAME`: the agents the agents file declares.
 
 use std::path::Path;
 
-use agent_runtime::{AgentDefinition, Agents, SessionConfig};
+use agent_runtime::{AgentDefinition, Agents};
 
-use crate::cli::{AgentsCommand, AgentsFileArgs, RunFlags};
+use crate::cli::{AgentsCommand, AgentsFileArgs};
 use crate::error::CliError;
 use crate::output::{print, print_json};
 
 /// Lists or shows the declared agents.
 pub fn agents(command: AgentsCommand) -> Result<u8, CliError> {
-    let cwd = crate::commands::run::current_dir()?;
+    let cwd = crate::run_setup::current_dir()?;
     match command {
         AgentsCommand::List { json, agents } => {
             let agents = find(&agents, &cwd)?;
@@ -57,22 +54,7 @@ pub fn agents(command: AgentsCommand) -> Result<u8, CliError> {
     }
 }
 
-fn find(args: &AgentsFileArgs, cwd: &Path) -> Result<Agents, CliError> {
+/// The agents of the file `args` names (or the default one).
+pub fn find(args: &AgentsFileArgs, cwd: &Path) -> Result<Agents, CliError> {
     Ok(Agents::find(args.file.as_deref(), cwd)?)
-}
-
-/// The configuration of a new session: the declared agent `--agent` names
-/// with the flags on top, or the flags alone.
-pub fn new_session_config(flags: &RunFlags, cwd: &Path) -> Result<SessionConfig, CliError> {
-    match &flags.agent {
-        Some(name) => {
-            let agents = find(&flags.agents, cwd)?;
-            Ok(SessionConfig::for_agent(
-                agents.get(name)?,
-                &flags.spec,
-                cwd,
-            )?)
-        }
-        None => Ok(SessionConfig::resolve(&flags.spec, None, cwd)?),
-    }
 }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use agent_runtime::LOCAL_MODELS_DIR;
-use agent_runtime::models::{self, Pulled};
+use agent_runtime::model_files::{self, Pulled};
 use serde_json::json;
 
 use crate::cli::ModelCommand;
@@ -28,7 +28,7 @@ fn models_dir() -> Result<PathBuf, CliError> {
 async fn pull(json: bool) -> Result<u8, CliError> {
     let dir = models_dir()?;
     let pulled = tokio::task::spawn_blocking(move || {
-        models::pull(&dir, &|line| eprintln!("agent model pull: {line}"))
+        model_files::pull(&dir, &|line| eprintln!("agent model pull: {line}"))
     })
     .await
     .map_err(|err| CliError::Internal(format!("the pull stopped unexpectedly: {err}")))?
@@ -55,7 +55,7 @@ async fn pull(json: bool) -> Result<u8, CliError> {
 
 fn list(json: bool) -> Result<u8, CliError> {
     let dir = models_dir()?;
-    let files = models::list(&dir)
+    let files = model_files::list(&dir)
         .map_err(|err| CliError::Usage(format!("cannot read {}: {err}", dir.display())))?;
     if json {
         let rows: Vec<_> = files

@@ -10,11 +10,11 @@ use agent_runtime::{AgentSpec, Session, SessionConfig};
 use serde_json::json;
 
 use crate::cli::ResumeArgs;
-use crate::commands::run::{current_dir, sinks};
 use crate::console::report;
 use crate::error::{CliError, inconsistent};
 use crate::interrupt::{StopSignals, report_stop};
 use crate::output::{print, print_json};
+use crate::run_setup::{current_dir, sinks};
 use crate::store;
 
 /// Resumes the session; returns the exit code of its RunResult.

@@ -12,11 +12,11 @@ use serde_json::json;
 
 use crate::cli::SendArgs;
 use crate::commands::resume::recorded_config;
-use crate::commands::run::{current_dir, sinks};
 use crate::console::report;
 use crate::error::{CliError, inconsistent};
 use crate::interrupt::{StopSignals, report_stop};
 use crate::output::{print, print_json};
+use crate::run_setup::{current_dir, sinks};
 use crate::store;
 
 /// Runs the next turn; returns the exit code of its RunResult.
@@ -37,7 +37,7 @@ pub async fn send(args: SendArgs) -> Result<u8, CliError> {
     let cwd = current_dir()?;
     let mut config = match &args.flags.agent {
         // The next turns run the named agent, the flags on top.
-        Some(_) => crate::commands::agents::new_session_config(&args.flags, &cwd)?,
+        Some(_) => crate::run_setup::new_session_config(&args.flags, &cwd)?,
         None => SessionConfig::resolve(options, Some(&recorded), &cwd)?,
     };
     crate::confinement::note(&mut config, args.flags.json);

@@ -11,9 +11,9 @@ use agent_runtime::Agents;
 use agent_server::{ServeOptions, ServerState, Tokens};
 
 use crate::cli::ServeArgs;
-use crate::commands::run::current_dir;
 use crate::commands::worker::{shutdown_on_signals, stderr_log};
 use crate::error::CliError;
+use crate::run_setup::current_dir;
 use crate::store;
 
 /// The variable of comma-separated API tokens.

@@ -5,14 +5,14 @@ use agent_runtime::SubmitError;
 use serde_json::json;
 
 use crate::cli::RunArgs;
-use crate::commands::run::current_dir;
 use crate::error::CliError;
 use crate::output::{print, print_json};
+use crate::run_setup::current_dir;
 use crate::store;
 
 /// Submits the task; prints the new session's id.
 pub async fn submit(args: RunArgs) -> Result<u8, CliError> {
-    let config = crate::commands::agents::new_session_config(&args.flags, &current_dir()?)?;
+    let config = crate::run_setup::new_session_config(&args.flags, &current_dir()?)?;
     let store = store::open(&args.flags.store.store).await?;
     let session_id = agent_runtime::submit(&config, store, args.task)
         .await

@@ -26,14 +26,11 @@ use utoipa_axum::routes;
 
 use crate::auth::require_token;
 use crate::error::uniform_errors;
-use crate::limits::refuse_oversized;
+use crate::limits::{MAX_BODY, refuse_oversized};
 use crate::state::ServerState;
 
 pub use self::body::JsonBody;
 pub use self::events::KEEP_ALIVE;
-
-/// The largest request body accepted, in bytes (1 MiB); more is a 413.
-pub const MAX_BODY: usize = 1 << 20;
 
 /// The longest a request may take to be answered (a stream's headers included,
 /// not its events).

@@ -17,7 +17,7 @@ use crate::ui;
 
 /// Paths served without a token: they hold no data (the health check and the
 /// web page's files).
-pub const OPEN_PATHS: &[&str] = &["/healthz", ui::PAGE, ui::STYLES, ui::SCRIPT];
+pub const OPEN_PATHS: &[&str] = &["/healthz", ui::PAGE, ui::STYLES, ui::SCRIPT, ui::STATUSES];
 
 /// The fewest characters a configured token may have.
 pub const MIN_TOKEN_LEN: usize = 16;

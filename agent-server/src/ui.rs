@@ -8,12 +8,18 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
+use agent_core::PublicStatus;
+
 /// Where the page is served.
 pub(crate) const PAGE: &str = "/";
 /// Where its style sheet is served.
 pub(crate) const STYLES: &str = "/ui/app.css";
 /// Where its script is served.
 pub(crate) const SCRIPT: &str = "/ui/app.js";
+/// Where the public statuses are served, in list order, each with whether it
+/// ends a run: the page's one source for its filter and for when to stop
+/// following a session.
+pub(crate) const STATUSES: &str = "/ui/statuses.json";
 
 /// The page's files: the path each is served at, its media type, its bytes.
 const ASSETS: &[(&str, &str, &[u8])] = &[
@@ -40,15 +46,29 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; st
 
 /// The routes of the page's files.
 pub(crate) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    let statuses = statuses_json();
     ASSETS
         .iter()
         .fold(Router::new(), |router, &(path, media_type, body)| {
             router.route(path, get(move || async move { asset(media_type, body) }))
         })
+        .route(
+            STATUSES,
+            get(move || async move { asset("application/json", statuses.clone()) }),
+        )
+}
+
+/// `[{"name": "running", "ended": false}, …]`, from [`PublicStatus::ALL`].
+fn statuses_json() -> String {
+    let statuses: Vec<_> = PublicStatus::ALL
+        .iter()
+        .map(|status| serde_json::json!({"name": status, "ended": status.is_final()}))
+        .collect();
+    serde_json::Value::from(statuses).to_string()
 }
 
 /// One file, with headers that keep it fresh and confined.
-fn asset(media_type: &'static str, body: &'static [u8]) -> Response {
+fn asset(media_type: &'static str, body: impl IntoResponse) -> Response {
     let mut response = body.into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(media_type));
@@ -88,5 +108,17 @@ mod tests {
         }
         assert!(!page.contains("<script>"), "inline script");
         assert!(!page.contains("http://") && !page.contains("https://"));
+    }
+
+    #[test]
+    fn every_status_is_listed_with_whether_it_ends_a_run() {
+        let listed: serde_json::Value = serde_json::from_str(&statuses_json()).unwrap();
+        let listed = listed.as_array().unwrap();
+        assert_eq!(listed.len(), PublicStatus::ALL.len());
+        assert_eq!(
+            listed[0],
+            serde_json::json!({"name": "running", "ended": false})
+        );
+        assert!(listed.contains(&serde_json::json!({"name": "cancelled", "ended": true})));
     }
 }

@@ -86,3 +86,86 @@ async fn an_idle_stream_gets_keep_alive_comments_and_ends_at_shutdown() {
     drop(body);
     assert_eq!(state.open_streams(), 0);
 }
+
+/// Every event sent — in the JSON list and on the stream — carries the public
+/// status after it, whether that ends the run, and its one-line description:
+/// the server's fold and describer, so no client keeps its own copy.
+#[tokio::test]
+async fn events_carry_the_status_after_them_and_their_description() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let id = agent::new_session_id();
+    let log = [
+        Event::new(
+            &id,
+            1,
+            EventKind::SessionStarted {
+                task: "cancelled".into(),
+                strategy: "react".into(),
+                config: serde_json::json!({}),
+            },
+        ),
+        Event::new(
+            &id,
+            2,
+            EventKind::Cancelled {
+                reason: "by the test".into(),
+            },
+        ),
+    ];
+    store
+        .append(Append::creating(&log, Durability::Full).unwrap())
+        .await
+        .unwrap();
+    let app = router(ServerState::new(
+        Arc::clone(&store),
+        Tokens::new([TOKEN]).unwrap(),
+    ));
+    let list = |after: u64| {
+        Request::builder()
+            .uri(format!("/v1/sessions/{id}/events?after={after}"))
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .body(Body::empty())
+            .unwrap()
+    };
+    let response = app.clone().oneshot(list(0)).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let listed: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let events = listed["events"].as_array().unwrap();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0]["kind"]["type"], "session_started");
+    assert_eq!(events[0]["status"], "running");
+    assert_eq!(events[0]["ended"], false);
+    assert_eq!(events[0]["description"], "strategy react");
+    assert_eq!(events[1]["status"], "cancelled");
+    assert_eq!(events[1]["ended"], true);
+    assert_eq!(events[1]["description"], "cancelled: by the test");
+    assert_eq!(events[1]["problem"], false);
+
+    // After a seq, the status still comes from the whole log.
+    let response = app.clone().oneshot(list(1)).await.unwrap();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let listed: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(listed["events"].as_array().unwrap().len(), 1);
+    assert_eq!(listed["events"][0]["status"], "cancelled");
+
+    let response = app.oneshot(stream_request(&id)).await.unwrap();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let text = String::from_utf8(body.to_vec()).unwrap();
+    let data: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|json| serde_json::from_str(json).unwrap())
+        .collect();
+    assert_eq!(data.len(), 2, "{text}");
+    assert_eq!(data[0]["status"], "running");
+    assert_eq!(data[1]["status"], "cancelled");
+    assert_eq!(data[1]["ended"], true);
+    assert_eq!(data[1]["description"], "cancelled: by the test");
+}

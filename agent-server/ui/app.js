@@ -6,8 +6,18 @@
 
 (() => {
   const TOKEN_KEY = "agent-token";
-  const STATUSES = ["running", "queued", "awaiting_approval", "paused", "finished", "failed", "cancelled"];
-  const ENDED = new Set(["finished", "failed", "cancelled"]);
+  /** The public statuses, in list order, each with whether it ends a run,
+   * as the server declares them (ui/statuses.json). */
+  let statuses = [];
+  const statusesLoaded = fetch("ui/statuses.json")
+    .then((response) => {
+      if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
+      return response.json();
+    })
+    .then((list) => {
+      statuses = list;
+    })
+    .catch((err) => toast(`Cannot read the list of statuses from the server (${err.message}); reload the page.`));
   const LIST_POLL_MS = 2000;
   const LONG_TEXT = 240;
 
@@ -33,6 +43,10 @@
       node.append(child instanceof Node ? child : document.createTextNode(String(child)));
     }
     return node;
+  }
+
+  function hasEnded(status) {
+    return statuses.some((known) => known.name === status && known.ended);
   }
 
   function statusLabel(status) {
@@ -221,9 +235,7 @@
       "select",
       { id: "status-filter", onchange: () => { remember(); refresh(); } },
       h("option", { value: "" }, "All"),
-      STATUSES.map((status) => h("option", { value: status }, statusLabel(status))),
     );
-    statusSelect.value = STATUSES.includes(params.get("status")) ? params.get("status") : "";
     const search = h("input", {
       id: "search",
       type: "search",
@@ -329,7 +341,12 @@
       if (!stopped) timer = setTimeout(refresh, LIST_POLL_MS);
     }
 
-    refresh();
+    statusesLoaded.then(() => {
+      if (stopped) return;
+      statusSelect.append(...statuses.map((status) => h("option", { value: status.name }, statusLabel(status.name))));
+      statusSelect.value = statuses.some((status) => status.name === params.get("status")) ? params.get("status") : "";
+      refresh();
+    });
     return {
       stop() {
         stopped = true;
@@ -437,264 +454,15 @@
     }
   }
 
-  // ---- checking edited arguments against a tool's JSON Schema --------------
-
-  /** What is wrong with `value` under `schema` (a list of messages; empty when valid). */
-  function schemaErrors(schema, value) {
-    const errors = [];
-    check(schema, value, "arguments", schema, errors);
-    return errors;
-  }
-
-  function typeOf(value) {
-    if (value === null) return "null";
-    if (Array.isArray(value)) return "array";
-    if (typeof value === "number") return Number.isInteger(value) ? "integer" : "number";
-    return typeof value;
-  }
-
-  function resolveRef(root, ref) {
-    if (!ref.startsWith("#/")) return null;
-    return ref
-      .slice(2)
-      .split("/")
-      .reduce((node, part) => (node ? node[part.replace(/~1/g, "/").replace(/~0/g, "~")] : null), root);
-  }
-
-  function check(schema, value, where, root, errors) {
-    if (schema === true || schema === undefined || schema === null) return;
-    if (schema === false) {
-      errors.push(`${where} is not allowed`);
-      return;
-    }
-    if (schema.$ref) {
-      const target = resolveRef(root, schema.$ref);
-      if (target) check(target, value, where, root, errors);
-    }
-    const actual = typeOf(value);
-    if (schema.type) {
-      const allowed = Array.isArray(schema.type) ? schema.type : [schema.type];
-      const fits = allowed.some((type) => type === actual || (type === "number" && actual === "integer"));
-      if (!fits) {
-        errors.push(`${where} must be ${allowed.join(" or ")} (it is ${actual})`);
-        return;
-      }
-    }
-    if (schema.enum && !schema.enum.some((option) => JSON.stringify(option) === JSON.stringify(value))) {
-      errors.push(`${where} must be one of ${schema.enum.map((option) => JSON.stringify(option)).join(", ")}`);
-    }
-    if ("const" in schema && JSON.stringify(schema.const) !== JSON.stringify(value)) {
-      errors.push(`${where} must be ${JSON.stringify(schema.const)}`);
-    }
-    if (actual === "number" || actual === "integer") {
-      if (typeof schema.minimum === "number" && value < schema.minimum) errors.push(`${where} must be at least ${schema.minimum}`);
-      if (typeof schema.maximum === "number" && value > schema.maximum) errors.push(`${where} must be at most ${schema.maximum}`);
-      if (typeof schema.exclusiveMinimum === "number" && value <= schema.exclusiveMinimum) errors.push(`${where} must be more than ${schema.exclusiveMinimum}`);
-      if (typeof schema.exclusiveMaximum === "number" && value >= schema.exclusiveMaximum) errors.push(`${where} must be less than ${schema.exclusiveMaximum}`);
-    }
-    if (actual === "string") {
-      const length = [...value].length;
-      if (typeof schema.minLength === "number" && length < schema.minLength) errors.push(`${where} must have at least ${schema.minLength} character(s)`);
-      if (typeof schema.maxLength === "number" && length > schema.maxLength) errors.push(`${where} must have at most ${schema.maxLength} character(s)`);
-      if (typeof schema.pattern === "string") {
-        try {
-          if (!new RegExp(schema.pattern, "u").test(value)) errors.push(`${where} must match ${schema.pattern}`);
-        } catch {
-          /* a pattern JavaScript cannot read is left to the server */
-        }
-      }
-    }
-    if (actual === "array") {
-      if (typeof schema.minItems === "number" && value.length < schema.minItems) errors.push(`${where} must have at least ${schema.minItems} item(s)`);
-      if (typeof schema.maxItems === "number" && value.length > schema.maxItems) errors.push(`${where} must have at most ${schema.maxItems} item(s)`);
-      if (schema.items && typeof schema.items === "object") {
-        value.forEach((item, index) => check(schema.items, item, `${where}[${index}]`, root, errors));
-      }
-    }
-    if (actual === "object") {
-      const properties = schema.properties || {};
-      for (const name of schema.required || []) {
-        if (!(name in value)) errors.push(`${where}.${name} is required`);
-      }
-      for (const [name, item] of Object.entries(value)) {
-        if (name in properties) check(properties[name], item, `${where}.${name}`, root, errors);
-        else if (schema.additionalProperties === false) errors.push(`${where}.${name} is not a field of this tool`);
-        else if (typeof schema.additionalProperties === "object") check(schema.additionalProperties, item, `${where}.${name}`, root, errors);
-      }
-    }
-    for (const part of schema.allOf || []) check(part, value, where, root, errors);
-    for (const [keyword, wanted] of [["anyOf", (n) => n >= 1], ["oneOf", (n) => n === 1]]) {
-      if (!Array.isArray(schema[keyword])) continue;
-      const passing = schema[keyword].filter((part) => {
-        const inner = [];
-        check(part, value, where, root, inner);
-        return inner.length === 0;
-      }).length;
-      if (!wanted(passing)) errors.push(`${where} does not fit ${keyword === "oneOf" ? "exactly one" : "any"} of the allowed shapes`);
-    }
-  }
-
   // ---- one session ---------------------------------------------------------
-
-  /** The public status an event leaves the session in, when it changes it. */
-  function statusAfter(kind, current) {
-    switch (kind.type) {
-      case "session_started":
-      case "resumed":
-      case "user_message":
-        return "running";
-      case "queued":
-        return "queued";
-      case "paused":
-        return "paused";
-      case "approval_requested":
-        return "awaiting_approval";
-      case "approval_decided":
-        return kind.remaining === 0 ? "running" : current;
-      case "finished":
-        return "finished";
-      case "failed":
-        return "failed";
-      case "cancelled":
-        return "cancelled";
-      default:
-        return current;
-    }
-  }
-
-  function callLine(call) {
-    return h("div", {}, h("span", { class: "node" }, call.tool_name), " ", h("code", {}, JSON.stringify(call.arguments)));
-  }
-
-  /** The detail cell of an event: what happened, in words and values. */
-  function describe(kind, sessionLink) {
-    const what = (text) => h("div", { class: "what" }, text);
-    switch (kind.type) {
-      case "session_started":
-        return [what(`started with strategy ${kind.strategy}`), longText(kind.task)];
-      case "model_requested":
-        return [what(`asked the model for step ${kind.step}`), kind.context_tokens != null ? h("div", { class: "muted" }, `${kind.context_tokens} tokens of context`) : null];
-      case "context_compacted":
-        return [
-          what(`summarised events ${kind.from_seq}–${kind.to_seq}: ${kind.tokens_before} → ${kind.tokens_after} tokens of context`),
-          longText(kind.summary),
-        ];
-      case "model_responded":
-        return [
-          ...kind.actions.map((action) => {
-            if (action.type === "tool_call") return h("div", {}, "call ", callLine(action));
-            if (action.type === "finish") return h("div", {}, "finish: ", longText(action.answer));
-            if (action.type === "plan") {
-              return h("div", {}, "plan:", h("ol", { class: "plan" }, action.steps.map((step) => h("li", {}, step.goal, step.tool ? h("span", { class: "muted" }, ` (${step.tool})`) : null))));
-            }
-            return h("pre", {}, json(action));
-          }),
-          kind.text ? longText(kind.text, "muted") : null,
-          h("div", { class: "muted" }, `${kind.usage.input_tokens} in / ${kind.usage.output_tokens} out tokens`),
-        ];
-      case "model_output_rejected":
-        return [what(kind.error), longText(kind.raw, "muted")];
-      case "model_fallback":
-        return [what(`${kind.from} failed for good; asked ${kind.to} instead`), h("div", { class: "muted" }, kind.reason)];
-      case "model_retried":
-        return [what(`retry ${kind.attempt} in ${kind.delay_ms} ms: ${kind.error}`)];
-      case "action_dispatched":
-        return [callLine(kind.call)];
-      case "actions_queued":
-        return [what(`${kind.call_ids.length} call(s) handed to the work queue`)];
-      case "action_attempt_failed":
-        return [what(`${kind.tool_name} attempt ${kind.attempt} failed: ${kind.error}`), kind.retryable ? h("div", { class: "muted" }, `retry in ${kind.delay_ms} ms`) : null];
-      case "circuit_changed":
-        return [what(`${kind.tool_name}: circuit ${typeof kind.state === "string" ? kind.state : json(kind.state)}`)];
-      case "action_completed":
-        return [h("div", {}, h("span", { class: "node" }, kind.observation.tool_name), kind.observation.is_error ? " failed:" : " returned:"), longText(kind.observation.content, kind.observation.is_error ? "error-text" : "")];
-      case "approval_requested":
-        return [what("waiting for a decision on:"), kind.calls.map(callLine)];
-      case "approval_decided": {
-        const decision = kind.decision;
-        return [
-          what(`${kind.tool_name} ${decision.decision} by ${kind.by}`),
-          decision.arguments ? h("div", {}, "with edited arguments ", h("code", {}, JSON.stringify(decision.arguments))) : null,
-          decision.reason ? h("div", {}, `reason: ${decision.reason}`) : null,
-          kind.remaining ? h("div", { class: "muted" }, `${kind.remaining} call(s) still waiting`) : null,
-        ];
-      }
-      case "strategy":
-        return strategyDetail(kind);
-      case "response_refused":
-        return [what(kind.reason)];
-      case "repeated_call_answered":
-        return [what(`${kind.tool_name} repeats call ${kind.earlier_call_id}; its earlier result was given again`)];
-      case "finish_rejected":
-        return [what(kind.reason), longText(kind.details, "muted")];
-      case "finished":
-        return [what(kind.output != null ? "answer (matches the output schema):" : "answer:"), longText(kind.answer)];
-      case "last_answer":
-        return kind.answer != null
-          ? [what(`${kind.kind} answer, asked for after the limit:`), longText(kind.answer)]
-          : [what(`no ${kind.kind} answer`), h("div", { class: "muted" }, kind.error || "")];
-      case "reflection":
-        return [what(`reflection after step ${kind.step}:`), longText(kind.note)];
-      case "user_message":
-        return [what(`turn ${kind.turn}, a follow-up message:`), longText(kind.text)];
-      case "resumed":
-      case "queued":
-      case "paused":
-        return [what(kind.reason)];
-      case "message_queued":
-        return [what(kind.interrupt ? "a message while it ran (interrupts the model call in flight):" : "a message while it ran:"), longText(kind.text)];
-      case "messages_delivered":
-        return [what(`${kind.count} message(s) put in the history the next decision sees`)];
-      case "pause_requested":
-        return [what(`pause requested by ${kind.by}; it pauses after its current step`)];
-      case "forked":
-        return [h("div", {}, "forked from ", sessionLink(kind.parent), ` at event ${kind.at}`)];
-      case "cancelled":
-        return [what(kind.reason)];
-      case "failed":
-        return [what(`${kind.exit_reason}${kind.budget ? ` (${kind.budget})` : ""}`), kind.error ? longText(kind.error, "error-text") : null];
-      default:
-        return [h("pre", {}, json(kind))];
-    }
-  }
-
-  function strategyDetail(kind) {
-    const data = kind.data || {};
-    const head = h("div", { class: "what" }, `${kind.strategy}: ${kind.name.replace(/_/g, " ")}`);
-    if (kind.name === "plan_created" && Array.isArray(data.steps)) {
-      return [head, h("ol", { class: "plan" }, data.steps.map((step) => h("li", {}, step.goal, step.tool ? h("span", { class: "muted" }, ` (${step.tool})`) : null)))];
-    }
-    if ((kind.name === "step_completed" || kind.name === "step_failed") && typeof data.index === "number") {
-      return [h("div", { class: "what" }, `plan step ${data.index + 1} ${kind.name === "step_completed" ? "done" : "failed"}`), longText(data.result !== undefined ? (typeof data.result === "string" ? data.result : json(data.result)) : data.error || "")];
-    }
-    if (kind.name === "dag_started" && Array.isArray(data.nodes)) {
-      return [h("div", { class: "what" }, "DAG started with nodes"), h("div", {}, data.nodes.map((node, index) => [index ? ", " : "", h("span", { class: "node" }, node)]))];
-    }
-    if ((kind.name === "node_completed" || kind.name === "node_failed") && data.node) {
-      const output = data.output !== undefined ? data.output : data.error;
-      return [h("div", {}, "DAG node ", h("span", { class: "node" }, data.node), kind.name === "node_completed" ? " completed" : " failed"), output !== undefined ? longText(typeof output === "string" ? output : json(output)) : null];
-    }
-    return [head, longText(json(data), "muted")];
-  }
-
-  function isErrorEvent(kind) {
-    return (
-      kind.type === "failed" ||
-      kind.type === "model_output_rejected" ||
-      kind.type === "response_refused" ||
-      kind.type === "finish_rejected" ||
-      kind.type === "action_attempt_failed" ||
-      (kind.type === "action_completed" && kind.observation.is_error) ||
-      (kind.type === "strategy" && /failed$/.test(kind.name))
-    );
-  }
 
   function sessionView(id) {
     let stopped = false;
     let stream = null;
     let refreshTimer = 0;
     let current = null;
-    let folded = "queued";
+    let lastStatus = "queued";
+    let lastEnded = false;
     let step = 0;
     let lastKind = "";
     const seen = new Set();
@@ -783,10 +551,10 @@
 
     function renderActions(session) {
       const buttons = [];
-      if (!ENDED.has(session.status)) {
+      if (!hasEnded(session.status)) {
         buttons.push(h("button", { type: "button", class: "danger", id: "cancel", onclick: cancel }, "Cancel session"));
       }
-      if (lastKind === "forked" && !ENDED.has(session.status)) {
+      if (lastKind === "forked" && !hasEnded(session.status)) {
         buttons.push(h("button", { type: "button", class: "primary", id: "continue", onclick: resume }, "Continue from the fork"));
       }
       actions.replaceChildren(...buttons);
@@ -794,7 +562,7 @@
 
     function renderResult(session) {
       const run = session.result;
-      if (!run || !ENDED.has(session.status)) {
+      if (!run || !hasEnded(session.status)) {
         result.replaceChildren();
         return;
       }
@@ -824,7 +592,6 @@
     }
 
     function pendingCard(session, call) {
-      const spec = (session.tools || []).find((tool) => tool.name === call.tool_name);
       const message = h("div", { class: "alert", role: "alert" });
       const formBox = h("div");
       const card = h(
@@ -874,43 +641,32 @@
         editor.value = json(call.arguments);
         const verdict = h("div", { id: `${fieldId}-check`, class: "hint", "aria-live": "polite" });
         const send = h("button", { type: "submit", class: "primary" }, "Approve with these arguments");
-        const validate = () => {
-          let value;
+        const parse = () => {
           try {
-            value = JSON.parse(editor.value);
+            const value = JSON.parse(editor.value);
+            verdict.className = "hint";
+            verdict.textContent = "Valid JSON; the server checks it against the tool's input schema.";
+            send.disabled = false;
+            return { value };
           } catch (err) {
             verdict.className = "alert";
             verdict.textContent = `Not JSON: ${err.message}`;
             send.disabled = true;
             return null;
           }
-          if (typeOf(value) !== "object") {
-            verdict.className = "alert";
-            verdict.textContent = "The arguments must be a JSON object.";
-            send.disabled = true;
-            return null;
-          }
-          const errors = spec ? schemaErrors(spec.input_schema, value) : [];
-          if (errors.length > 0) {
-            verdict.className = "alert";
-            verdict.textContent = `Does not fit the tool's schema: ${errors.join("; ")}`;
-            send.disabled = true;
-            return null;
-          }
-          verdict.className = "hint";
-          verdict.textContent = spec ? "Fits the tool's schema." : "Valid JSON; the server checks it against the tool's schema.";
-          send.disabled = false;
-          return value;
         };
-        editor.addEventListener("input", validate);
+        editor.addEventListener("input", () => {
+          message.textContent = "";
+          parse();
+        });
         formBox.replaceChildren(
           h(
             "form",
             {
               onsubmit: (event) => {
                 event.preventDefault();
-                const value = validate();
-                if (value !== null) decide(call, "approve", { arguments: value }, message);
+                const parsed = parse();
+                if (parsed !== null) decide(call, "approve", { arguments: parsed.value }, message);
               },
             },
             h("label", { for: fieldId }, "Arguments (JSON)"),
@@ -919,7 +675,7 @@
             h("div", { class: "actions" }, send),
           ),
         );
-        validate();
+        parse();
         editor.focus();
       }
 
@@ -984,19 +740,20 @@
       if (kind.type === "model_responded" || kind.type === "last_answer") writing.hidden = true;
       if (kind.type === "model_requested") step = kind.step;
       lastKind = kind.type;
-      const before = folded;
-      folded = statusAfter(kind, folded);
-      const transition = folded !== before || kind.type === "session_started" ? h("div", { class: "transition" }, `→ ${statusLabel(folded)}`) : null;
+      const before = lastStatus;
+      lastStatus = event.status;
+      lastEnded = event.ended;
+      const transition = lastStatus !== before || kind.type === "session_started" ? h("div", { class: "transition" }, `→ ${statusLabel(lastStatus)}`) : null;
       const forkButton = h("button", { type: "button", class: "small", "aria-label": `Fork at event ${event.seq}`, onclick: (e) => fork(event.seq, e.currentTarget) }, "Fork");
       timeline.append(
         h(
           "li",
-          { class: isErrorEvent(kind) ? "error" : "", "data-seq": event.seq, "data-kind": kind.type, "data-step": step || null },
+          { class: event.problem ? "error" : "", "data-seq": event.seq, "data-kind": kind.type, "data-step": step || null },
           h("span", { class: "seq" }, event.seq),
           h("span", { class: "time", title: new Date(event.at).toISOString() }, localTime(event.at, false)),
           h("span", { class: "step" }, step ? step : ""),
           h("span", { class: "kind" }, kind.type === "strategy" ? `strategy · ${kind.name}` : kind.type, transition),
-          h("div", { class: "detail" }, describe(kind, sessionLink)),
+          h("div", { class: "detail" }, longText(event.description, event.problem ? "error-text" : "")),
           h("span", { class: "fork" }, forkButton),
         ),
       );
@@ -1005,6 +762,7 @@
     async function refresh() {
       try {
         const session = await api(`v1/sessions/${encodeURIComponent(id)}`);
+        await statusesLoaded;
         if (stopped) return;
         current = session;
         problem.textContent = "";
@@ -1055,7 +813,7 @@
           if (state === "error" && detail) problem.textContent = detail;
           if (state === "ended" || state === "live") scheduleRefresh(0);
         },
-        shouldReconnect: () => !(current && ENDED.has(current.status)) && !ENDED.has(folded),
+        shouldReconnect: () => !(current && hasEnded(current.status)) && !lastEnded,
       });
     }
 

@@ -2,7 +2,7 @@
 //! kind's name, on one line. The live console of `agent run` and the timeline of
 //! `agent show` both print it, so an event reads the same everywhere.
 
-use agent_core::{Action, EventKind, LastAnswerKind};
+use agent_core::{Action, ApprovalDecision, EventKind, LastAnswerKind};
 
 /// What `kind` says, on one line (parallel calls are joined with `; `).
 pub fn describe(kind: &EventKind) -> String {
@@ -50,7 +50,9 @@ pub fn describe(kind: &EventKind) -> String {
             error,
             delay_ms,
         } => format!("retry {attempt} of the model call in {delay_ms} ms: {error}"),
-        EventKind::ActionDispatched { call } => format!("{} [{}]", call.tool_name, call.id),
+        EventKind::ActionDispatched { call } => {
+            format!("{} {} [{}]", call.tool_name, call.arguments, call.id)
+        }
         EventKind::ActionsQueued { call_ids } => {
             format!("queued for workers: {}", call_ids.join(", "))
         }
@@ -91,10 +93,28 @@ pub fn describe(kind: &EventKind) -> String {
             .join("; "),
         EventKind::ApprovalDecided {
             call_id,
+            tool_name,
             decision,
             by,
-            ..
-        } => format!("[{call_id}] {} by {by}", decision.name()),
+            remaining,
+        } => {
+            let how = match decision {
+                ApprovalDecision::Approved {
+                    arguments: Some(arguments),
+                } => format!(" with edited arguments {arguments}"),
+                ApprovalDecision::Approved { arguments: None } => String::new(),
+                ApprovalDecision::Denied { reason } => format!("; reason: {reason}"),
+            };
+            let waiting = if *remaining > 0 {
+                format!(" ({remaining} call(s) still waiting)")
+            } else {
+                String::new()
+            };
+            format!(
+                "{tool_name} [{call_id}] {} by {by}{how}{waiting}",
+                decision.name()
+            )
+        }
         EventKind::Strategy { name, data, .. } => format!("{name}: {data}"),
         EventKind::ResponseRefused { reason } => format!("refused: {reason}"),
         EventKind::FinishRejected { reason, .. } => format!("finish refused: {reason}"),
@@ -132,6 +152,22 @@ pub fn describe(kind: &EventKind) -> String {
     }
 }
 
+/// Whether `kind` reports something that went wrong — a failure, a refused
+/// or invalid response, a failed attempt or an error result — so that views
+/// can mark it.
+pub fn is_problem(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Failed { .. }
+        | EventKind::ModelOutputRejected { .. }
+        | EventKind::ResponseRefused { .. }
+        | EventKind::FinishRejected { .. }
+        | EventKind::ActionAttemptFailed { .. } => true,
+        EventKind::ActionCompleted { observation } => observation.is_error,
+        EventKind::Strategy { name, .. } => name.ends_with("failed"),
+        _ => false,
+    }
+}
+
 fn last_answer_name(kind: LastAnswerKind) -> &'static str {
     match kind {
         LastAnswerKind::Partial => "partial",
@@ -166,8 +202,43 @@ mod tests {
             "error: division by zero (calculator) [c1]"
         );
         assert_eq!(
-            describe(&EventKind::ActionDispatched { call }),
-            "calculator [c1]"
+            describe(&EventKind::ActionDispatched { call: call.clone() }),
+            r#"calculator {"left":1} [c1]"#
+        );
+        assert!(is_problem(&EventKind::ActionCompleted {
+            observation: Observation::error(&call, "division by zero")
+        }));
+        assert!(!is_problem(&EventKind::ActionCompleted {
+            observation: Observation::success(&call, "84")
+        }));
+    }
+
+    #[test]
+    fn a_decision_says_what_was_decided_and_why() {
+        let decided = |decision, remaining| EventKind::ApprovalDecided {
+            call_id: "c1".into(),
+            tool_name: "calculator".into(),
+            decision,
+            by: "alice".into(),
+            remaining,
+        };
+        assert_eq!(
+            describe(&decided(
+                ApprovalDecision::Approved {
+                    arguments: Some(json!({"left": 12}))
+                },
+                0
+            )),
+            r#"calculator [c1] approved by alice with edited arguments {"left":12}"#
+        );
+        assert_eq!(
+            describe(&decided(
+                ApprovalDecision::Denied {
+                    reason: "not today".into()
+                },
+                2
+            )),
+            "calculator [c1] denied by alice; reason: not today (2 call(s) still waiting)"
         );
     }
 }

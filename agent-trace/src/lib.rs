@@ -14,7 +14,7 @@ mod stats;
 mod summary;
 pub mod telemetry;
 
-pub use describe::describe;
+pub use describe::{describe, is_problem};
 pub use jsonl::JsonlTrace;
 pub use lines::trace_lines;
 pub use show::{ShowReport, render, show};

@@ -163,15 +163,7 @@ async fn all_ended(store: &Arc<dyn Store>, ids: &HashSet<String>) -> anyhow::Res
             .iter()
             .filter(|summary| ids.contains(&summary.session_id))
             .collect();
-        let ended = mine
-            .iter()
-            .filter(|s| {
-                matches!(
-                    s.status,
-                    PublicStatus::Finished | PublicStatus::Failed | PublicStatus::Cancelled
-                )
-            })
-            .count();
+        let ended = mine.iter().filter(|s| s.status.is_final()).count();
         if ended == ids.len() {
             let failed = mine
                 .iter()

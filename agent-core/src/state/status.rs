@@ -105,6 +105,23 @@ pub enum PublicStatus {
 }
 
 impl PublicStatus {
+    /// Every public status, in the order lists and filters show them.
+    pub const ALL: [Self; 7] = [
+        Self::Running,
+        Self::Queued,
+        Self::AwaitingApproval,
+        Self::Paused,
+        Self::Finished,
+        Self::Failed,
+        Self::Cancelled,
+    ];
+
+    /// Whether the session's run has ended (`finished`, `failed`,
+    /// `cancelled`): nothing runs until a new message opens another turn.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Finished | Self::Failed | Self::Cancelled)
+    }
+
     /// The snake_case name shown to users.
     pub fn as_str(self) -> &'static str {
         match self {

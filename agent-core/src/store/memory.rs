@@ -77,12 +77,11 @@ impl MemoryLog {
     /// Packs the log once its session has ended; a log that cannot be packed
     /// stays as it is.
     fn pack_if_ended(&mut self) {
-        let ended = matches!(
-            self.status,
-            PublicStatus::Finished | PublicStatus::Failed | PublicStatus::Cancelled
-        );
-        let (true, Some(first), Some(last)) = (ended, self.events.first(), self.events.last())
-        else {
+        let (true, Some(first), Some(last)) = (
+            self.status.is_final(),
+            self.events.first(),
+            self.events.last(),
+        ) else {
             return;
         };
         if let Ok(json) = serde_json::to_string(&self.events) {

@@ -1,6 +1,9 @@
 //! `GET /v1/sessions/{id}/events`: the log as JSON, or, with `Accept:
 //! text/event-stream`, a Server-Sent Events stream of it — every event as `id:
 //! SEQ`, `event: KIND`, `data: JSON`, live as it is committed by any process,
+//! each carrying what it means for the session ([`EventView`]: the public
+//! status after it and its one-line description, so no client re-implements
+//! the status machine or the describer),
 //! resuming after `Last-Event-ID` (or `?after=`), ending after the session's
 //! final event, with a keep-alive comment every 15 s. Between the stored events
 //! come `event: delta` messages (no `id`, never stored): the text of the step's
@@ -22,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, watch};
 use utoipa::{IntoParams, ToSchema};
 
-use agent_core::{Event, ModelDelta, SessionState};
+use agent_core::{Event, ModelDelta, PublicStatus, SessionState};
 use agent_runtime::SessionDelta;
 
 use crate::error::{ApiError, ErrorBody};
@@ -49,9 +52,59 @@ pub struct EventsQuery {
 pub struct EventList {
     /// The session.
     pub session_id: String,
-    /// Its events after `after`, in seq order.
+    /// Its events after `after`, in seq order: each stored event's fields
+    /// plus `status`, `ended`, `description` and `problem`.
     #[schema(value_type = Vec<Object>)]
-    pub events: Vec<Event>,
+    pub events: Vec<EventView>,
+}
+
+/// An event as the API sends it: the stored event's fields, and what it means
+/// for its session, computed by the server from the same fold and describer
+/// the CLI uses.
+#[derive(Debug, Clone, Serialize)]
+pub struct EventView {
+    /// The stored event.
+    #[serde(flatten)]
+    pub event: Event,
+    /// The session's public status once this event is applied.
+    pub status: PublicStatus,
+    /// Whether that status ends the run (`finished`, `failed`, `cancelled`).
+    pub ended: bool,
+    /// The event in one line, as `agent show` and `agent run` print it.
+    pub description: String,
+    /// Whether the event reports something that went wrong (a failure, a
+    /// refused response, a failed attempt, an error result).
+    pub problem: bool,
+}
+
+impl EventView {
+    /// `event`, read against `session` — the fold that includes it.
+    fn new(event: Event, session: &SessionState) -> Self {
+        let status = session.public_status();
+        Self {
+            status,
+            ended: status.is_final(),
+            description: agent_trace::describe(&event.kind),
+            problem: agent_trace::is_problem(&event.kind),
+            event,
+        }
+    }
+}
+
+/// Folds `events` and returns the views of those after seq `after`.
+fn views_after(
+    session: &mut SessionState,
+    events: Vec<Event>,
+    after: u64,
+) -> Result<Vec<EventView>, agent_core::StateError> {
+    let mut views = Vec::new();
+    for event in events {
+        session.apply(&event)?;
+        if event.seq > after {
+            views.push(EventView::new(event, session));
+        }
+    }
+    Ok(views)
 }
 
 /// The log as JSON, or a live Server-Sent Events stream of it.
@@ -65,7 +118,7 @@ pub struct EventList {
         EventsQuery
     ),
     responses(
-        (status = 200, body = EventList, description = "The events (JSON), or with `Accept: text/event-stream` a stream: `id: SEQ`, `event: KIND`, `data: EVENT JSON` per event, until the final one, with `event: delta` messages (`{session_id, step, text, restart}`, not stored) carrying the text of a response while this server's workers see it written"),
+        (status = 200, body = EventList, description = "The events (JSON), each with `status` (the public status after it), `ended`, `description` (one line) and `problem`; or with `Accept: text/event-stream` a stream: `id: SEQ`, `event: KIND`, `data: EVENT JSON` (the same objects) per event, until the final one, with `event: delta` messages (`{session_id, step, text, restart}`, not stored) carrying the text of a response while this server's workers see it written"),
         (status = 400, body = ErrorBody, description = "`Last-Event-ID` is not a seq, or is beyond the session's last event"),
         (status = 404, body = ErrorBody, description = "No session has this id")
     )
@@ -82,10 +135,10 @@ pub async fn events(
         .filter_map(|value| value.to_str().ok())
         .any(|value| value.contains("text/event-stream"));
     if !wants_stream {
-        let events = state
-            .store
-            .load_after(&id, query.after.unwrap_or(0))
-            .await?;
+        let events = state.store.load(&id).await?;
+        let mut session = SessionState::new(id.as_str());
+        let events = views_after(&mut session, events, query.after.unwrap_or(0))
+            .map_err(agent_core::ControlError::from)?;
         return Ok(Json(EventList {
             session_id: id,
             events,
@@ -114,7 +167,7 @@ struct Follow {
     /// The fold of every event read, to know when the session has ended.
     session: SessionState,
     /// Events read and not yet sent.
-    unsent: VecDeque<Event>,
+    unsent: VecDeque<EventView>,
     /// Events up to this seq are not sent (the client has them).
     after: u64,
     /// Whether the last event has been read (or the stream must end).
@@ -132,8 +185,9 @@ impl Follow {
         let changes = state.tails.follow(&session_id, 0);
         let deltas = state.deltas.subscribe(&session_id);
         let events = state.store.load(&session_id).await?;
-        let session = SessionState::from_events(&session_id, &events)
-            .map_err(agent_core::ControlError::from)?;
+        let mut session = SessionState::new(session_id.as_str());
+        let unsent =
+            views_after(&mut session, events, after).map_err(agent_core::ControlError::from)?;
         if after > session.last_seq() {
             // A client that claims events the log does not hold has the wrong
             // session or a stale id: a stream of nothing would hide that.
@@ -145,10 +199,7 @@ impl Follow {
         let ended = session.run_result().is_some();
         Ok(Self {
             _open: StreamGuard::open(&state),
-            unsent: events
-                .into_iter()
-                .filter(|event| event.seq > after)
-                .collect(),
+            unsent: unsent.into(),
             state,
             session_id,
             session,
@@ -183,15 +234,13 @@ impl Follow {
                 .await
             {
                 Ok(events) if !events.is_empty() => {
-                    for event in events {
-                        if let Err(err) = self.session.apply(&event) {
+                    match views_after(&mut self.session, events, self.after) {
+                        Ok(views) => self.unsent.extend(views),
+                        Err(err) => {
                             self.ended = true;
                             return Some(error_event(&ApiError::from(
                                 agent_core::ControlError::from(err),
                             )));
-                        }
-                        if event.seq > self.after {
-                            self.unsent.push_back(event);
                         }
                     }
                     self.ended = self.session.run_result().is_some();
@@ -248,13 +297,13 @@ impl Follow {
 }
 
 /// An event of the log as an SSE event.
-fn sse_event(event: &Event) -> SseEvent {
-    let data = serde_json::to_string(event).unwrap_or_else(|err| {
+fn sse_event(view: &EventView) -> SseEvent {
+    let data = serde_json::to_string(view).unwrap_or_else(|err| {
         serde_json::json!({"error": {"code": "internal", "message": err.to_string()}}).to_string()
     });
     SseEvent::default()
-        .id(event.seq.to_string())
-        .event(event.kind.name())
+        .id(view.event.seq.to_string())
+        .event(view.event.kind.name())
         .data(data)
 }
 

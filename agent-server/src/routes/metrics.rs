@@ -13,15 +13,6 @@ use agent_core::PublicStatus;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::ServerState;
 
-const STATUSES: [PublicStatus; 6] = [
-    PublicStatus::Queued,
-    PublicStatus::Running,
-    PublicStatus::AwaitingApproval,
-    PublicStatus::Finished,
-    PublicStatus::Failed,
-    PublicStatus::Cancelled,
-];
-
 /// Event kinds that are a step: a model response, valid or not.
 const STEP_KINDS: [&str; 3] = [
     "model_responded",
@@ -50,7 +41,7 @@ pub async fn metrics(State(state): State<ServerState>) -> Result<impl IntoRespon
             let _ = writeln!(text, "{name}{labels} {value}");
         }
     };
-    let by_status: Vec<(String, u64)> = STATUSES
+    let by_status: Vec<(String, u64)> = PublicStatus::ALL
         .iter()
         .map(|status| {
             (

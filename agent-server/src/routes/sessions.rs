@@ -140,7 +140,7 @@ pub async fn create(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
-    /// Only sessions in this status: queued, running, awaiting_approval, finished, failed or cancelled.
+    /// Only sessions in this status: queued, running, awaiting_approval, paused, finished, failed or cancelled.
     pub status: Option<String>,
     /// Sessions per page, 1 to 500 (default 50).
     pub limit: Option<usize>,

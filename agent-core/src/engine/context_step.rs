@@ -7,14 +7,13 @@
 
 use std::sync::Arc;
 
+use super::aside::{Reply, failure_event};
 use super::driver::{Driver, internal_failure};
 use crate::context::{Compaction, ContextInput, ContextPolicy, digest};
 use crate::error::EngineError;
 use crate::event::EventKind;
 use crate::history::HistoryItem;
-use crate::model::{CallPurpose, ModelError, ModelRequest, ModelResponse};
-use crate::result::ExitReason;
-use crate::types::{Action, Usage};
+use crate::model::{CallPurpose, ModelRequest};
 
 impl Driver<'_> {
     /// Makes and records the summary `compaction` asks for.
@@ -59,19 +58,14 @@ impl Driver<'_> {
         for report in aside.reports {
             self.record_timed(report)?;
         }
-        let (summary, usage) = match outcome {
-            Ok(response) => summary_of(response, &request.history),
-            Err(ModelError::InvalidOutput { message, usage, .. }) => {
-                (unusable(&message, &request.history), usage)
-            }
-            Err(err @ (ModelError::Transient { .. } | ModelError::Fatal { .. })) => {
-                return self.record(EventKind::Failed {
-                    exit_reason: ExitReason::ProviderError,
-                    budget: None,
-                    error: Some(format!("summary of the context: {err}")),
-                });
-            }
-            Err(ModelError::Internal { message }) => return self.record(internal_failure(message)),
+        let reply = match Reply::read(outcome) {
+            Ok(reply) => reply,
+            Err(err) => return self.record(failure_event(err, "summary of the context")),
+        };
+        let summary = match (reply.invalid, reply.text) {
+            (Some(why), _) => unusable(&why, &request.history),
+            (None, Some(text)) => text,
+            (None, None) => unusable("it held no text", &request.history),
         };
         let mut compacted = Vec::with_capacity(kept.len() + 1);
         compacted.push(HistoryItem::Summary {
@@ -86,27 +80,9 @@ impl Driver<'_> {
             summary,
             tokens_before: input.tokens(counter),
             tokens_after: input.with_history(&compacted).tokens(counter),
-            usage,
+            usage: reply.usage,
         })
     }
-}
-
-/// The summary a response holds — its finish's answer, else its text — or the
-/// runtime's digest when it holds none.
-fn summary_of(response: ModelResponse, replaced: &[HistoryItem]) -> (String, Usage) {
-    let answer = response
-        .actions
-        .into_iter()
-        .find_map(|action| match action {
-            Action::Finish(finish) => Some(finish.answer),
-            _ => None,
-        });
-    let text = answer
-        .or(response.text)
-        .map(|text| text.trim().to_owned())
-        .filter(|text| !text.is_empty());
-    let summary = text.unwrap_or_else(|| unusable("it held no text", replaced));
-    (summary, response.usage)
 }
 
 /// The runtime's digest in place of a summary the model could not give.

@@ -11,14 +11,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::aside::Reply;
 use super::driver::{Bounded, Driver};
 use crate::budget::OnLimit;
 use crate::error::EngineError;
 use crate::event::{EventKind, LastAnswerKind};
 use crate::history::HistoryItem;
-use crate::model::{CallPurpose, ModelError, ModelRequest, ModelResponse};
+use crate::model::{CallPurpose, ModelRequest};
 use crate::result::ExitReason;
-use crate::types::{Action, Usage};
+use crate::types::Usage;
 
 /// How long the last request may take, whatever budget ended the run.
 pub(super) const LAST_ANSWER_GRACE: Duration = Duration::from_secs(60);
@@ -103,20 +104,30 @@ impl Driver<'_> {
                 )),
                 Usage::default(),
             ),
-            Bounded::Done(Ok(response)) => text_of(response),
-            Bounded::Done(Err(ModelError::InvalidOutput { raw, usage, .. })) => {
-                let raw = raw.trim();
-                if raw.is_empty() {
-                    (None, Some("the last answer held no text".into()), usage)
-                } else {
-                    (Some(raw.to_owned()), None, usage)
+            Bounded::Done(outcome) => match Reply::read(outcome) {
+                Ok(Reply {
+                    text: Some(text),
+                    usage,
+                    ..
+                }) => (Some(text), None, usage),
+                Ok(Reply {
+                    text: None,
+                    invalid,
+                    usage,
+                }) => {
+                    let why = if invalid.is_some() {
+                        "the last answer held no text"
+                    } else {
+                        "the last answer held no text (the model asked for a tool)"
+                    };
+                    (None, Some(why.to_owned()), usage)
                 }
-            }
-            Bounded::Done(Err(err)) => (
-                None,
-                Some(format!("the last answer failed: {err}")),
-                Usage::default(),
-            ),
+                Err(err) => (
+                    None,
+                    Some(format!("the last answer failed: {err}")),
+                    Usage::default(),
+                ),
+            },
         };
         for report in aside.reports {
             self.record_timed(report)?;
@@ -129,25 +140,6 @@ impl Driver<'_> {
         })?;
         Ok(true)
     }
-}
-
-/// The text a response holds — its finish's answer, else its text — or why
-/// there is none.
-fn text_of(response: ModelResponse) -> (Option<String>, Option<String>, Usage) {
-    let answer = response
-        .actions
-        .into_iter()
-        .find_map(|action| match action {
-            Action::Finish(finish) => Some(finish.answer),
-            _ => None,
-        })
-        .or(response.text)
-        .map(|text| text.trim().to_owned())
-        .filter(|text| !text.is_empty());
-    let error = answer
-        .is_none()
-        .then(|| "the last answer held no text (the model asked for a tool)".to_owned());
-    (answer, error, response.usage)
 }
 
 /// `history` without a trailing turn whose calls have not all got results (a

@@ -6,7 +6,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::driver::{Bounded, Driver, internal_failure};
+use super::aside::failure_event;
+use super::driver::{Bounded, Driver};
 use super::reports::{ModelReports, Reports};
 use crate::cancel::Cancellation;
 use crate::context::ContextInput;
@@ -14,7 +15,6 @@ use crate::error::EngineError;
 use crate::event::EventKind;
 use crate::guard::Checkpoint;
 use crate::model::{CallPurpose, ModelContext, ModelError, ModelRequest, ModelResponse};
-use crate::result::ExitReason;
 use crate::state::Status;
 use crate::strategy::ModelCall;
 use crate::telemetry;
@@ -143,23 +143,7 @@ impl Driver<'_> {
         }
         let kind = match outcome {
             Ok(response) => self.responded(response, step),
-            Err(ModelError::InvalidOutput {
-                raw,
-                message,
-                usage,
-            }) => EventKind::ModelOutputRejected {
-                raw,
-                error: message,
-                usage,
-            },
-            Err(err @ (ModelError::Transient { .. } | ModelError::Fatal { .. })) => {
-                EventKind::Failed {
-                    exit_reason: ExitReason::ProviderError,
-                    budget: None,
-                    error: Some(format!("step {step}: {err}")),
-                }
-            }
-            Err(ModelError::Internal { message }) => internal_failure(message),
+            Err(err) => failure_event(err, &format!("step {step}")),
         };
         self.record(kind)
     }

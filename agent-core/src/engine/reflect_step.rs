@@ -6,14 +6,13 @@
 
 use std::sync::Arc;
 
-use super::driver::{Driver, internal_failure};
+use super::aside::{Reply, failure_event};
+use super::driver::Driver;
 use crate::context::reflection_digest;
 use crate::error::EngineError;
 use crate::event::EventKind;
 use crate::history::HistoryItem;
-use crate::model::{CallPurpose, ModelError, ModelRequest};
-use crate::result::ExitReason;
-use crate::types::Action;
+use crate::model::{CallPurpose, ModelRequest};
 
 /// What the reflection request asks.
 const REFLECT: &str = "Do not call a tool now. Look back over the steps so far: are you getting closer to answering the task, or going in circles (calling the same tools with the same arguments, getting the same results)? In two or three sentences, say what you have learned and what you will do next; if you have enough, say that you will finish.";
@@ -46,36 +45,22 @@ impl Driver<'_> {
         for report in aside.reports {
             self.record_timed(report)?;
         }
-        let (text, usage) = match outcome {
-            Ok(response) => {
-                let answer = response
-                    .actions
-                    .into_iter()
-                    .find_map(|action| match action {
-                        Action::Finish(finish) => Some(finish.answer),
-                        _ => None,
-                    });
-                (answer.or(response.text), response.usage)
+        let reply = match Reply::read(outcome) {
+            Ok(reply) => reply,
+            Err(err) => {
+                return self.record(failure_event(err, &format!("reflection after step {step}")));
             }
-            Err(ModelError::InvalidOutput { raw, usage, .. }) => (Some(raw), usage),
-            Err(err @ (ModelError::Transient { .. } | ModelError::Fatal { .. })) => {
-                return self.record(EventKind::Failed {
-                    exit_reason: ExitReason::ProviderError,
-                    budget: None,
-                    error: Some(format!("reflection after step {step}: {err}")),
-                });
-            }
-            Err(ModelError::Internal { message }) => return self.record(internal_failure(message)),
         };
-        let note = text
-            .map(|text| text.trim().to_owned())
-            .filter(|text| !text.is_empty())
-            .unwrap_or_else(|| {
-                format!(
-                    "{} (The model's reflection held no text, so the runtime wrote this one.)",
-                    reflection_digest(&request.history)
-                )
-            });
-        self.record(EventKind::Reflection { step, note, usage })
+        let note = reply.text.unwrap_or_else(|| {
+            format!(
+                "{} (The model's reflection held no text, so the runtime wrote this one.)",
+                reflection_digest(&request.history)
+            )
+        });
+        self.record(EventKind::Reflection {
+            step,
+            note,
+            usage: reply.usage,
+        })
     }
 }

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use agent::{DeltaSink, EventSink, IgnoreDeltas};
-use agent_runtime::{SessionConfig, SessionOptions};
+use agent_runtime::{Agents, SessionConfig, SessionOptions};
 use std::path::Path;
 
 use crate::cli::RunFlags;
@@ -60,7 +60,7 @@ pub fn sinks(flags: &RunFlags) -> (SessionOptions, Option<Arc<Progress>>) {
 pub fn new_session_config(flags: &RunFlags, cwd: &Path) -> Result<SessionConfig, CliError> {
     match &flags.agent {
         Some(name) => {
-            let agents = crate::commands::agents::find(&flags.agents, cwd)?;
+            let agents = Agents::find(flags.agents.file.as_deref(), cwd)?;
             Ok(SessionConfig::for_agent(
                 agents.get(name)?,
                 &flags.spec,

@@ -1,6 +1,6 @@
 //! Guards: the checks the engine's driver makes before it performs a decision.
 //! Budgets, the wall-time limit and the completion gate are guards; so is any
-//! check a user adds with [`EngineBuilder::guard`](crate::EngineBuilder::guard).
+//! check a user adds with `EngineBuilder::guard` (in `agent-engine`).
 //!
 //! Before each model call, dispatch, piece of strategy work and finish, the driver
 //! asks every guard in order. A guard lets the decision go on, or names the event
@@ -73,29 +73,4 @@ pub trait Guard: Send + Sync {
         let _ = started;
         None
     }
-}
-
-/// Asks `guards` in order; the first intervention wins.
-pub(crate) async fn check_all(
-    guards: &[std::sync::Arc<dyn Guard>],
-    checkpoint: Checkpoint<'_>,
-    ctx: &GuardContext<'_>,
-) -> Verdict {
-    for guard in guards {
-        if let Verdict::Intervene(event) = guard.check(checkpoint, ctx).await {
-            return Verdict::Intervene(event);
-        }
-    }
-    Verdict::Proceed
-}
-
-/// The earliest deadline of `guards` for a run that began at `started`.
-pub(crate) fn earliest_deadline(
-    guards: &[std::sync::Arc<dyn Guard>],
-    started: Instant,
-) -> Option<Deadline> {
-    guards
-        .iter()
-        .filter_map(|guard| guard.deadline(started))
-        .min_by_key(|deadline| deadline.at)
 }

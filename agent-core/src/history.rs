@@ -50,3 +50,16 @@ pub enum HistoryItem {
         text: String,
     },
 }
+
+/// How the runtime's answer to a repeated call begins: a call identical to an
+/// earlier one (same tool, same arguments) of an idempotent tool whose result
+/// is already in the history is not run again, and the model gets this
+/// instead, quoting the earlier result.
+pub const NOT_RUN_AGAIN: &str = "Not run again: ";
+
+/// Whether `observation` is the runtime's answer to a repeated call rather
+/// than a tool's result, so a provider can steer the next step (the local
+/// model then only admits `finish`).
+pub fn is_repeated_call_answer(observation: &Observation) -> bool {
+    observation.is_error && observation.content.starts_with(NOT_RUN_AGAIN)
+}

@@ -239,3 +239,12 @@ impl<M: Model + ?Sized> Model for Arc<M> {
         (**self).token_counter()
     }
 }
+
+/// A request's instructions: the agent's, if it has any, ahead of `own` (the
+/// strategy's, or the engine's for this kind of request).
+pub fn agent_instructions(agent: Option<&str>, own: String) -> String {
+    match agent {
+        Some(agent) => format!("{agent}\n\n{own}"),
+        None => own,
+    }
+}

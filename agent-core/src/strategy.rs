@@ -181,7 +181,7 @@ pub trait ExecutionStrategy: Send + Sync {
     }
 
     /// Whether a session of this strategy may go on after its answer with a
-    /// follow-up message ([`Engine::send`](crate::Engine::send)): the strategy
+    /// follow-up message (`Engine::send` in `agent-engine`): the strategy
     /// then decides from the history with the message at its end (default:
     /// no; a strategy whose state is not the history, such as a plan or a
     /// graph, does not).

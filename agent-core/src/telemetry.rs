@@ -4,12 +4,11 @@
 //! (drive) of a session, `chat {model}` per model call, `execute_tool {tool}` per
 //! tool call. Outcomes are recorded on the span when known (tokens, the response
 //! model, `error.type` and an error status on failures). Message content is
-//! recorded only when the engine is told to ([`EngineBuilder::record_content`]).
+//! recorded only when the engine is told to (`EngineBuilder::record_content`
+//! in `agent-engine`).
 //!
 //! An exporter can place each run's span in its session's trace with
 //! [`on_run_span`]: resumed runs then continue the same trace.
-//!
-//! [`EngineBuilder::record_content`]: crate::EngineBuilder::record_content
 
 use std::sync::OnceLock;
 

@@ -24,7 +24,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use agent_core::{EngineError, RunResult, SessionState, Store, Tool, input_schema_for, load_state};
+use agent_core::{RunResult, SessionState, Store, Tool, input_schema_for};
+use agent_engine::{EngineError, load_state};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;

@@ -8,10 +8,12 @@
 //! [`AgentSpec`]: each setting it has overrides the recorded value, each it
 //! lacks keeps it.
 
+pub(crate) mod tools;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use agent_core::{Budgets, DEFAULT_MAX_INVALID, DEFAULT_MAX_STEPS, OnLimit, OutputSchema};
+use agent_engine::{Budgets, DEFAULT_MAX_INVALID, DEFAULT_MAX_STEPS, OnLimit, OutputSchema};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
@@ -433,7 +435,7 @@ impl SessionConfig {
         self.on_limit()?;
         self.on_message()?;
         self.output()?;
-        crate::tools::builtin_registry(self)?;
+        tools::builtin_registry(self)?;
         Ok(())
     }
 
@@ -482,7 +484,7 @@ impl SessionConfig {
         match &self.spec.on_limit {
             Some(mode) => mode
                 .parse()
-                .map_err(|err: agent_core::UnknownOnLimit| ConfigError::new(err.to_string())),
+                .map_err(|err: agent_engine::UnknownOnLimit| ConfigError::new(err.to_string())),
             None => Ok(OnLimit::default()),
         }
     }
@@ -625,8 +627,8 @@ mod tests {
             &std::env::temp_dir(),
         )
         .unwrap();
-        assert!(agent_core::approval_waived(&config.to_value(), "deploy"));
-        assert!(!agent_core::approval_waived(&config.to_value(), "other"));
+        assert!(agent_engine::approval_waived(&config.to_value(), "deploy"));
+        assert!(!agent_engine::approval_waived(&config.to_value(), "other"));
     }
 
     #[test]

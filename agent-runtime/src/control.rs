@@ -7,9 +7,10 @@
 //! again, so a worker continues it.
 
 use agent_core::{
-    Append, ApprovalDecision, ControlError, Durability, Event, EventKind, EventStore, RunResult,
-    SessionState, Store, StoreError, decide_approval, load_state,
+    Append, ApprovalDecision, Durability, Event, EventKind, EventStore, RunResult, SessionState,
+    Store, StoreError,
 };
+use agent_engine::{ControlError, decide_approval, load_state};
 use agent_tools::{ArgumentValidator, BuiltinOptions, builtin_tool};
 use serde_json::Value;
 
@@ -389,7 +390,7 @@ async fn load(store: &dyn EventStore, session_id: &str) -> Result<SessionState, 
     load_state(store, session_id)
         .await
         .map_err(|err| match err {
-            agent_core::EngineError::Store(store) => DecisionError::Store(store),
+            agent_engine::EngineError::Store(store) => DecisionError::Store(store),
             other => DecisionError::Store(StoreError::Backend(other.to_string())),
         })
 }

@@ -27,11 +27,11 @@ pub mod model_files;
 mod model_spec;
 mod session;
 mod spec;
-mod tools;
 mod worker;
 
 pub use agent::{Agent, AgentBuilder, AgentError};
 pub use agents::{AGENTS_FILE_VARIABLE, AgentDefinition, AgentView, Agents, DEFAULT_AGENTS_FILE};
+pub use config::tools::{SessionTools, builtin_registry};
 pub use config::{
     CONFIG_VERSION, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_TOOL_RETRIES, DEFAULT_TOOL_TIMEOUT,
     OnMessage, SessionConfig,
@@ -43,7 +43,6 @@ pub use model_spec::{
 };
 pub use session::{Session, SessionOptions, SubmitError, submit, trace_sink};
 pub use spec::{AgentSpec, parse_seconds};
-pub use tools::{SessionTools, builtin_registry};
 pub use worker::{
     DEFAULT_CLAIM_TTL, DEFAULT_DRAIN, Worker, WorkerBuilder, WorkerLog, WorkerReport,
     default_worker_name,

@@ -8,16 +8,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_core::{
-    DeltaSink, Engine, EstimatedTokens, EventSink, EventStore, ExecutionStrategy, Tool, Toolbox,
-    WorkQueue,
+    DeltaSink, EstimatedTokens, EventSink, EventStore, ExecutionStrategy, Tool, Toolbox, WorkQueue,
 };
+use agent_engine::Engine;
 use agent_strategies::{ApprovalPolicy, Hitl, PlanExecute, ReAct};
 use agent_tools::{CommandGate, DEFAULT_GATE_TIMEOUT};
 use agent_trace::{ContentMode, JsonlTrace};
 
 use crate::config::SessionConfig;
+use crate::config::tools::SessionTools;
 use crate::error::ConfigError;
-use crate::tools::SessionTools;
 
 /// What a session is run with besides its configuration.
 #[derive(Clone, Default)]
@@ -29,10 +29,10 @@ pub struct SessionOptions {
     /// The work queue, for `submit` and for drives that hand tool calls to workers.
     pub queue: Option<Arc<dyn WorkQueue>>,
     /// Where each step's text goes while it is written; with one, models that
-    /// can stream do (see [`EngineBuilder::deltas`](agent_core::EngineBuilder::deltas)).
+    /// can stream do (see [`EngineBuilder::deltas`](agent_engine::EngineBuilder::deltas)).
     pub deltas: Option<Arc<dyn DeltaSink>>,
     /// How long a commit the store cannot take is retried before the run
-    /// stops (default: [`agent_core::DEFAULT_STORE_PATIENCE`]; a person at a
+    /// stops (default: [`agent_engine::DEFAULT_STORE_PATIENCE`]; a person at a
     /// terminal wants to hear sooner than a worker).
     pub store_patience: Option<Duration>,
 }
@@ -95,7 +95,7 @@ impl Session {
             Some(line) => Some(
                 CommandGate::new(line, DEFAULT_GATE_TIMEOUT)
                     .map_err(|err| ConfigError::new(format!("--finish-when: {err}")))?
-                    .with_child_policy(crate::tools::child_policy(config)),
+                    .with_child_policy(crate::config::tools::child_policy(config)),
             ),
             None => None,
         };
@@ -158,7 +158,7 @@ pub enum SubmitError {
     Config(#[from] ConfigError),
     /// The session could not be recorded or queued.
     #[error(transparent)]
-    Engine(#[from] agent_core::EngineError),
+    Engine(#[from] agent_engine::EngineError),
 }
 
 /// Records a session for `task` with `config` (checked as `agent run` checks it:

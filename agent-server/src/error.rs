@@ -2,18 +2,16 @@
 //! with the status that says what kind of mistake it was: 400 a bad body, query or
 //! setting, 404 an unknown id, 409 a decision that conflicts with the session's
 //! state, 422 edited arguments that break the tool's schema, 5xx the store. The
-//! [`uniform_errors`] layer gives the same shape to errors raised outside the
+//! `uniform_errors` layer gives the same shape to errors raised outside the
 //! handlers (unknown routes, body limits, timeouts).
 
-use axum::body::Body;
-use axum::extract::Request;
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use agent_core::{ControlError, EngineError, StoreError};
+use agent_core::StoreError;
+use agent_engine::{ControlError, EngineError};
 use agent_runtime::control::DecisionError;
 use agent_runtime::{ConfigError, SubmitError};
 
@@ -212,61 +210,4 @@ impl From<SubmitError> for ApiError {
             SubmitError::Engine(engine) => engine.into(),
         }
     }
-}
-
-/// The code of an error response that a layer or the router made, by status.
-fn code_of(status: StatusCode) -> &'static str {
-    match status {
-        StatusCode::BAD_REQUEST => "invalid_request",
-        StatusCode::UNAUTHORIZED => "unauthorized",
-        StatusCode::NOT_FOUND => "no_route",
-        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
-        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
-        StatusCode::REQUEST_TIMEOUT | StatusCode::SERVICE_UNAVAILABLE => "timeout",
-        _ if status.is_server_error() => "internal",
-        _ => "invalid_request",
-    }
-}
-
-/// The longest error text of a layer kept as the message.
-const MESSAGE_LIMIT: usize = 4096;
-
-/// Gives error responses that are not JSON already (from the router, body limits,
-/// timeouts) the API's error shape, keeping their status and text.
-pub async fn uniform_errors(request: Request, next: Next) -> Response {
-    let response = next.run(request).await;
-    let status = response.status();
-    let is_json = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("application/json"));
-    if status.as_u16() < 400 || is_json {
-        return response;
-    }
-    let (mut parts, body) = response.into_parts();
-    let text = axum::body::to_bytes(body, MESSAGE_LIMIT)
-        .await
-        .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned())
-        .unwrap_or_default();
-    let message = match (status, text.is_empty()) {
-        (StatusCode::NOT_FOUND, _) => "no such route; GET /v1/openapi.json lists them".to_owned(),
-        (StatusCode::PAYLOAD_TOO_LARGE, _) => format!(
-            "the request body is over the limit of {} bytes",
-            crate::limits::MAX_BODY
-        ),
-        (_, true) => status
-            .canonical_reason()
-            .unwrap_or("request failed")
-            .to_owned(),
-        (_, false) => text,
-    };
-    let body = serde_json::json!({"error": {"code": code_of(status), "message": message}});
-    parts.headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    parts.headers.remove(header::CONTENT_LENGTH);
-    Response::from_parts(parts, Body::from(body.to_string()))
 }

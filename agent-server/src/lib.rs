@@ -16,7 +16,7 @@
 //! use std::sync::Arc;
 //! use agent_server::{ServerState, Tokens, router};
 //!
-//! let store: Arc<dyn agent_core::Store> = Arc::new(agent_core::MemoryStore::new());
+//! let store: Arc<dyn agent_core::Store> = Arc::new(agent_store::MemoryStore::new());
 //! let api = router(ServerState::new(store, Tokens::from_list("my-token-0123456789abcdef")?));
 //! let app = axum::Router::new()
 //!     .route("/", axum::routing::get(|| async { "my application" }))
@@ -40,11 +40,12 @@ mod serve;
 mod state;
 mod tail;
 mod ui;
+mod uniform;
 
 pub use auth::{MIN_TOKEN_LEN, OPEN_PATHS, TokenError, Tokens};
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use limits::MAX_BODY;
-pub use routes::{KEEP_ALIVE, REQUEST_TIMEOUT, openapi, router};
-pub use serve::{ServeOptions, serve};
-pub use state::ServerState;
+pub use routes::{REQUEST_TIMEOUT, openapi, router};
+pub use serve::{HEADER_READ_TIMEOUT, ServeOptions, serve};
+pub use state::{KEEP_ALIVE, ServerState};
 pub use tail::POLL;

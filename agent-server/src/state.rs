@@ -14,6 +14,9 @@ use agent_runtime::{Agents, DeltaHub};
 use crate::auth::{SharedTokens, Tokens};
 use crate::tail::Tails;
 
+/// How often an idle event stream sends a keep-alive comment, unless set.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
 /// The state of an API router.
 #[derive(Clone)]
 pub struct ServerState {
@@ -42,7 +45,7 @@ impl ServerState {
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
             streams: Arc::default(),
             shutdown: Cancellation::new(),
-            keep_alive: crate::routes::KEEP_ALIVE,
+            keep_alive: KEEP_ALIVE,
             deltas: DeltaHub::new(),
             agents: Arc::default(),
             allow_adhoc: false,
@@ -100,7 +103,7 @@ impl ServerState {
     }
 
     /// Idle event streams get a keep-alive comment this often (default
-    /// [`KEEP_ALIVE`](crate::KEEP_ALIVE), 15 s).
+    /// [`KEEP_ALIVE`], 15 s).
     pub fn with_keep_alive(mut self, every: Duration) -> Self {
         self.keep_alive = every;
         self

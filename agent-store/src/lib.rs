@@ -1,5 +1,7 @@
-//! Durable event stores for the agent runtime.
+//! Event stores for the agent runtime.
 //!
+//! - [`MemoryStore`] keeps logs, leases, snapshots and the work queue in
+//!   memory, for tests and programs that need no durability (always built).
 //! - [`SqliteStore`] (feature `sqlite`, the default) keeps every session in one
 //!   embedded SQLite file: versioned migrations, WAL with durable commits, leases
 //!   whose dead holders are detected, and group commit across sessions.
@@ -12,10 +14,13 @@
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod error;
+mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod process;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod redact;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod rows;
 #[cfg(feature = "sqlite")]
@@ -27,8 +32,9 @@ mod url;
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use error::OpenError;
+pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
-pub use postgres::{PostgresStore, PostgresTarget};
+pub use postgres::{DEFAULT_POOL_MAX, PostgresStore, PostgresTarget};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use process::{Liveness, ProcessIdentity};
 #[cfg(feature = "sqlite")]

@@ -10,6 +10,7 @@ use agent_core::Store;
 use crate::error::OpenError;
 #[cfg(feature = "postgres")]
 use crate::postgres::{PostgresStore, PostgresTarget};
+use crate::redact::redacted;
 #[cfg(feature = "sqlite")]
 use crate::sqlite::SqliteStore;
 
@@ -61,17 +62,6 @@ impl StoreUrl {
 /// parse, the text with any user and password removed.
 pub fn shown_url(url: &str) -> String {
     StoreUrl::parse(url).map_or_else(|_| redacted(url), |parsed| parsed.display())
-}
-
-/// `url` with anything between `://` and `@` removed (user and password).
-pub(crate) fn redacted(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => match rest.rsplit_once('@') {
-            Some((_, place)) => format!("{scheme}://…@{place}"),
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
-    }
 }
 
 /// Opens the store at `url`; with `create`, a missing store is created (and a

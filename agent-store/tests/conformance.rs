@@ -10,7 +10,8 @@
 
 use std::sync::Arc;
 
-use agent_core::{MemoryStore, Store};
+use agent_core::Store;
+use agent_store::MemoryStore;
 use agent_testkit::conformance::Opener;
 
 mod memory {

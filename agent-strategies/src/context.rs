@@ -1,5 +1,5 @@
 //! Context policies: what of the history each model request holds, composed
-//! with any strategy through [`EngineBuilder::context`](agent_core::EngineBuilder::context).
+//! with any strategy through [`EngineBuilder::context`](agent_engine::EngineBuilder::context).
 //!
 //! - [`KeepAll`]: the whole history (the engine's behaviour without a policy).
 //! - [`LastTurns`]: the last N turns.

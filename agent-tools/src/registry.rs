@@ -106,7 +106,7 @@ impl ToolRegistry {
         }
     }
 
-    /// The validated tools, for [`agent_core::EngineBuilder::tools`].
+    /// The validated tools, for [`agent_engine::EngineBuilder::tools`].
     pub fn into_toolbox(self) -> Toolbox {
         self.toolbox
     }

@@ -70,29 +70,33 @@
 
 pub use agent_core::Spent;
 pub use agent_core::{
-    Action, Append, ApprovalDecision, BudgetKind, Budgets, CallPurpose, Cancellation, Checkpoint,
-    CircuitState, Compaction, CompletionGate, ContextInput, ContextPolicy, ControlError,
-    DEFAULT_LEASE_RENEWAL, DEFAULT_LEASE_TTL, DEFAULT_MAX_STEPS, DEFAULT_SNAPSHOT_EVERY, Deadline,
-    Decision, DuplicateTool, Durability, Engine, EngineBuilder, EngineError, EstimatedTokens,
-    Event, EventKind, EventLog, EventSink, EventStore, ExecutionStrategy, Exhausted, ExitReason,
-    Finish, FinishGate, Fork, GateRefusal, Guard, GuardContext, HistoryItem, INTERRUPTED,
-    IgnoreReports, Layer, LayerObserver, LeaseStore, MemoryStore, Model, ModelCall, ModelContext,
-    ModelError, ModelRateLimit, ModelRequest, ModelResponse, Observation, PlanStep, PublicStatus,
-    RetryNotice, RunResult, RunUsage, SCHEMA_VERSION, SessionIndex, SessionState, SessionSummary,
-    SinkError, SnapshotStore, Stack, StateError, Status, Store, StoreError, StrategyError,
-    StrategyRecord, StrategyWork, TokenCounter, Tool, ToolCall, ToolContext, ToolError, ToolOutput,
-    ToolSpec, Toolbox, UnknownBudget, UnknownStatus, Usage, Verdict, WallTime, Work, WorkContext,
-    WorkRecord, cancel_session, decide_approval, fork_session, load_state, new_session_id,
-    now_millis, pause_session, snapshot_of, strict_json,
+    Action, Append, ApprovalDecision, BudgetKind, CallPurpose, Cancellation, Checkpoint,
+    CircuitState, Compaction, CompletionGate, ContextInput, ContextPolicy, Deadline, Decision,
+    DuplicateTool, Durability, EstimatedTokens, Event, EventKind, EventLog, EventSink, EventStore,
+    ExecutionStrategy, ExitReason, Finish, GateRefusal, Guard, GuardContext, HistoryItem,
+    IgnoreReports, Layer, LayerObserver, LeaseStore, Model, ModelCall, ModelContext, ModelError,
+    ModelRequest, ModelResponse, Observation, PlanStep, PublicStatus, RetryNotice, RunResult,
+    RunUsage, SCHEMA_VERSION, SessionIndex, SessionState, SessionSummary, SinkError, SnapshotStore,
+    Stack, StateError, Status, Store, StoreError, StrategyError, StrategyRecord, StrategyWork,
+    TokenCounter, Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolSpec, Toolbox,
+    UnknownBudget, UnknownStatus, Usage, Verdict, Work, WorkContext, WorkRecord, new_session_id,
+    now_millis, strict_json,
 };
 pub use agent_core::{
-    ActionClaim, CallObserver, Drive, QueueView, QueuedAction, QueuedActionView, QueuedSessionView,
-    SessionClaim, SessionCursor, SessionQuery, StoreCounts, Timed, WorkQueue, call_result_event,
+    ActionClaim, QueueView, QueuedAction, QueuedActionView, QueuedSessionView, SessionClaim,
+    SessionCursor, SessionQuery, StoreCounts, WorkQueue,
 };
 pub use agent_core::{
-    DEFAULT_MAX_INVALID, DeltaSink, IgnoreDeltas, LastAnswerKind, ModelDelta, ModelUsage, OnLimit,
-    OutputGuard, OutputSchema, UnknownOnLimit, reflection_digest,
+    DeltaSink, IgnoreDeltas, LastAnswerKind, ModelDelta, ModelUsage, reflection_digest,
 };
+pub use agent_engine::{
+    Budgets, CallObserver, ControlError, DEFAULT_LEASE_RENEWAL, DEFAULT_LEASE_TTL,
+    DEFAULT_MAX_INVALID, DEFAULT_MAX_STEPS, DEFAULT_SNAPSHOT_EVERY, Drive, Engine, EngineBuilder,
+    EngineError, Exhausted, FinishGate, Fork, INTERRUPTED, ModelRateLimit, OnLimit, OutputGuard,
+    OutputSchema, Timed, UnknownOnLimit, WallTime, call_result_event, cancel_session,
+    decide_approval, fork_session, load_state, pause_session, snapshot_of,
+};
+pub use agent_store::MemoryStore;
 
 /// Resilience layers for tools and models: timeout, retry, circuit breaker.
 pub mod layers {
@@ -152,13 +156,15 @@ pub mod trace {
 /// The names most programs need.
 pub mod prelude {
     pub use agent_core::{
-        Budgets, Engine, EventLog, EventStore, ExitReason, LeaseStore, MemoryStore, Model,
-        RunResult, SessionIndex, SnapshotStore, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+        EventLog, EventStore, ExitReason, LeaseStore, Model, RunResult, SessionIndex,
+        SnapshotStore, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
     };
+    pub use agent_engine::{Budgets, Engine};
     #[cfg(feature = "scripted")]
     pub use agent_providers::ScriptedModel;
     #[cfg(feature = "runtime")]
     pub use agent_runtime::{Agent, AgentSpec, Agents};
+    pub use agent_store::MemoryStore;
     #[cfg(feature = "sqlite")]
     pub use agent_store::SqliteStore;
     #[cfg(feature = "plan-execute")]

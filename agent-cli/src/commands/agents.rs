@@ -55,6 +55,6 @@ pub fn agents(command: AgentsCommand) -> Result<u8, CliError> {
 }
 
 /// The agents of the file `args` names (or the default one).
-pub fn find(args: &AgentsFileArgs, cwd: &Path) -> Result<Agents, CliError> {
+fn find(args: &AgentsFileArgs, cwd: &Path) -> Result<Agents, CliError> {
     Ok(Agents::find(args.file.as_deref(), cwd)?)
 }

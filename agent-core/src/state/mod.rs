@@ -1,6 +1,6 @@
 //! `SessionState`: the fold of a session's events, and the status machine that
 //! decides which event may follow which. `apply` is the one place state changes;
-//! [`transition`] holds one arm per event kind that checks the event and then
+//! `transition` holds one arm per event kind that checks the event and then
 //! changes the state.
 
 mod error;

@@ -1,11 +1,11 @@
 //! The store contract, in small traits: [`EventLog`] (append-only per-session
 //! logs with optimistic concurrency), [`SessionIndex`], [`LeaseStore`] and
 //! [`SnapshotStore`]; [`EventStore`] is all four, what the engine asks for.
-//! [`MemoryStore`] implements them in memory; [`support`] holds helpers for those
-//! who write a store, and `agent-testkit` a conformance suite every store passes.
+//! `agent-store` implements them (in memory, SQLite, PostgreSQL); [`support`]
+//! holds helpers for those who write a store, and `agent-testkit` a conformance
+//! suite every store passes.
 
-mod memory;
-mod memory_queue;
+pub mod queue;
 pub mod support;
 
 use std::collections::BTreeMap;
@@ -14,8 +14,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 
+use self::queue::WorkQueue;
 use crate::event::Event;
-use crate::queue::WorkQueue;
 use crate::state::{PublicStatus, SessionState, StateError};
 
 /// How durable a commit must be before `append` returns.
@@ -318,5 +318,3 @@ impl<T: EventLog + SessionIndex + LeaseStore + SnapshotStore + ?Sized> EventStor
 pub trait Store: EventStore + WorkQueue {}
 
 impl<T: EventStore + WorkQueue + ?Sized> Store for T {}
-
-pub use self::memory::MemoryStore;

@@ -11,10 +11,10 @@ use std::sync::Arc;
 
 use agent_core::telemetry;
 use agent_core::{
-    ActionClaim, Append, CallObserver, Cancellation, Durability, EngineError, Event, EventKind,
-    INTERRUPTED, Observation, SessionState, StoreError, Timed, Toolbox, call_result_event,
-    load_state,
+    ActionClaim, Append, Cancellation, Durability, Event, EventKind, Observation, SessionState,
+    StoreError, Toolbox,
 };
+use agent_engine::{CallObserver, EngineError, INTERRUPTED, Timed, call_result_event, load_state};
 use tokio::sync::Mutex;
 use tracing::Instrument;
 
@@ -22,8 +22,8 @@ use super::Shared;
 use super::drive::BROKEN_BACKOFF;
 use super::retry::until_stored;
 use crate::config::SessionConfig;
+use crate::config::tools::SessionTools;
 use crate::control::publish_to_trace;
-use crate::tools::SessionTools;
 
 /// Tries at appending a result while others write to the same session.
 const APPEND_TRIES: usize = 20;

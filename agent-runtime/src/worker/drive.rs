@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use agent_core::{Drive, EngineError, EventKind, ExitReason, SessionClaim, StoreError};
+use agent_core::{EventKind, ExitReason, SessionClaim, StoreError};
+use agent_engine::{Drive, EngineError};
 
 use super::Shared;
 use super::retry::until_stored;

@@ -9,10 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use agent_core::{
-    ControlError, PublicStatus, RunResult, SessionState, cancel_session, fork_session,
-    pause_session,
-};
+use agent_core::{PublicStatus, RunResult, SessionState};
+use agent_engine::{ControlError, cancel_session, fork_session, pause_session};
 use agent_runtime::control::{self, Requeued, queue_again};
 
 use super::JsonBody;

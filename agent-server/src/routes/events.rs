@@ -32,9 +32,6 @@ use crate::error::{ApiError, ErrorBody};
 use crate::state::{ServerState, StreamGuard};
 use crate::tail::POLL;
 
-/// How often an idle stream sends a keep-alive comment.
-pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
-
 /// The longest a stream waits without reading the log itself, in case an
 /// announcement was missed.
 const RECHECK: Duration = Duration::from_secs(1);
@@ -138,7 +135,7 @@ pub async fn events(
         let events = state.store.load(&id).await?;
         let mut session = SessionState::new(id.as_str());
         let events = views_after(&mut session, events, query.after.unwrap_or(0))
-            .map_err(agent_core::ControlError::from)?;
+            .map_err(agent_engine::ControlError::from)?;
         return Ok(Json(EventList {
             session_id: id,
             events,
@@ -187,7 +184,7 @@ impl Follow {
         let events = state.store.load(&session_id).await?;
         let mut session = SessionState::new(session_id.as_str());
         let unsent =
-            views_after(&mut session, events, after).map_err(agent_core::ControlError::from)?;
+            views_after(&mut session, events, after).map_err(agent_engine::ControlError::from)?;
         if after > session.last_seq() {
             // A client that claims events the log does not hold has the wrong
             // session or a stale id: a stream of nothing would hide that.
@@ -239,7 +236,7 @@ impl Follow {
                         Err(err) => {
                             self.ended = true;
                             return Some(error_event(&ApiError::from(
-                                agent_core::ControlError::from(err),
+                                agent_engine::ControlError::from(err),
                             )));
                         }
                     }

@@ -25,12 +25,11 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::require_token;
-use crate::error::uniform_errors;
 use crate::limits::{MAX_BODY, refuse_oversized};
 use crate::state::ServerState;
+use crate::uniform::uniform_errors;
 
 pub use self::body::JsonBody;
-pub use self::events::KEEP_ALIVE;
 
 /// The longest a request may take to be answered (a stream's headers included,
 /// not its events).

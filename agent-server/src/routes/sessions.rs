@@ -315,7 +315,7 @@ pub async fn get(
 ) -> Result<Json<SessionView>, ApiError> {
     let events = state.store.load(&id).await?;
     let session =
-        SessionState::from_events(&id, &events).map_err(agent_core::ControlError::from)?;
+        SessionState::from_events(&id, &events).map_err(agent_engine::ControlError::from)?;
     Ok(Json(view(&session)))
 }
 

@@ -33,7 +33,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
 use self::lease_writer::{LeaseOp, write_leases};
-pub use self::target::PostgresTarget;
+pub use self::target::{DEFAULT_POOL_MAX, PostgresTarget};
 use self::writer::{PgAppend, WRITERS, write_groups};
 use crate::error::OpenError;
 use crate::process::ProcessIdentity;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio_postgres::config::Host;
 
 use crate::error::OpenError;
-use crate::url::redacted;
+use crate::redact::redacted;
 
 /// How long connecting to the server may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

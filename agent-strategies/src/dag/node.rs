@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use agent_core::Engine;
+use agent_engine::Engine;
 use serde_json::Value;
 
 use super::template::Outputs;

@@ -1,0 +1,67 @@
+//! Model calls outside the step sequence — a context summary, a reflection,
+//! the last answer after a limit: one request with its own purpose, made and
+//! traced like a step's call, whose layers' reports (retries, fallbacks) the
+//! caller records before the answer; [`outcome`](super::outcome) reads it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::Instrument;
+
+use super::driver::{Bounded, Driver};
+use super::outcome::record_chat;
+use super::reports::{ModelReports, Reports};
+use crate::call::Timed;
+use agent_core::cancel::Cancellation;
+use agent_core::model::{CallPurpose, ModelContext, ModelError, ModelRequest, ModelResponse};
+use agent_core::telemetry;
+
+/// How an aside call ended, and what the layers reported meanwhile.
+pub(super) struct Aside {
+    pub(super) outcome: Bounded<Result<ModelResponse, ModelError>>,
+    pub(super) reports: Vec<Timed>,
+}
+
+impl Driver<'_> {
+    /// Asks the model `request` for `purpose` at `step`, bounded by the run's
+    /// deadline — or, with `limit`, by that instead (the last answer, asked
+    /// after the deadline passed) — and by the log moving.
+    pub(super) async fn ask_aside(
+        &self,
+        request: &ModelRequest,
+        step: u32,
+        purpose: CallPurpose,
+        limit: Option<Duration>,
+    ) -> Aside {
+        let engine = self.engine;
+        let reports = Arc::new(Reports::default());
+        let ctx = ModelContext {
+            session_id: self.state.session_id().to_owned(),
+            step,
+            observer: Arc::new(ModelReports(Arc::clone(&reports))),
+            cancel: Cancellation::new(),
+            purpose,
+            // A last answer is the run's answer, shown as it comes like a
+            // step's; summaries and reflections are bookkeeping.
+            deltas: engine
+                .deltas
+                .clone()
+                .filter(|_| purpose == CallPurpose::LastAnswer),
+        };
+        let span = telemetry::chat_span(self.state.session_id(), step, &engine.model.identity());
+        let call = engine
+            .model
+            .complete(request, &ctx)
+            .instrument(span.clone());
+        let outcome = match limit {
+            Some(limit) => self.bounds.wait_at_most(limit, call).await,
+            None => self.bounds.wait(call).await,
+        };
+        ctx.cancel.cancel();
+        record_chat(&span, &outcome, engine.record_content);
+        Aside {
+            outcome,
+            reports: reports.take(),
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! The summary a context policy asks for before a model call: the oldest turns
+//! go to the model as one summary request (bounded like any wait), and its
+//! answer is recorded as `context_compacted`; the driver then decides again, so
+//! the next model call sees the compacted history and the summary is committed
+//! before it. Nothing is recorded until the summary is in, so a crash during
+//! the request simply asks again on resume.
+
+use std::sync::Arc;
+
+use super::driver::{Driver, internal_failure};
+use super::outcome::{Reply, failure_event};
+use crate::error::EngineError;
+use agent_core::context::{Compaction, ContextInput, ContextPolicy, digest};
+use agent_core::event::EventKind;
+use agent_core::history::HistoryItem;
+use agent_core::model::{CallPurpose, ModelRequest};
+
+impl Driver<'_> {
+    /// Makes and records the summary `compaction` asks for.
+    pub(super) async fn compact(
+        &mut self,
+        policy: &dyn ContextPolicy,
+        input: &ContextInput<'_>,
+        compaction: Compaction,
+    ) -> Result<(), EngineError> {
+        let (replaced, kept) = input
+            .history
+            .split_at(compaction.items.min(input.history.len()));
+        let Some((from_seq, to_seq)) = self.state.seqs_of_leading(replaced.len()) else {
+            return self.record(internal_failure(format!(
+                "the context policy `{}` asked to summarise {} history items of {}",
+                policy.spec(),
+                compaction.items,
+                input.history.len()
+            )));
+        };
+        let request = ModelRequest {
+            instructions: compaction.instructions,
+            task: input.task.to_owned(),
+            history: Arc::new(replaced.to_vec()),
+            tools: Arc::new(Vec::new()),
+            max_output_tokens: Some(compaction.max_output_tokens),
+            output_schema: None,
+        };
+        let aside = self
+            .ask_aside(
+                &request,
+                self.state.steps_used(),
+                CallPurpose::Summary {
+                    index: self.state.compactions() + 1,
+                },
+                None,
+            )
+            .await;
+        let Some(outcome) = self.settle(aside.outcome).await? else {
+            return Ok(());
+        };
+        for report in aside.reports {
+            self.record_timed(report)?;
+        }
+        let reply = match Reply::read(outcome) {
+            Ok(reply) => reply,
+            Err(err) => return self.record(failure_event(err, "summary of the context")),
+        };
+        let summary = match (reply.invalid, reply.text) {
+            (Some(why), _) => unusable(&why, &request.history),
+            (None, Some(text)) => text,
+            (None, None) => unusable("it held no text", &request.history),
+        };
+        let mut compacted = Vec::with_capacity(kept.len() + 1);
+        compacted.push(HistoryItem::Summary {
+            text: summary.clone(),
+        });
+        compacted.extend_from_slice(kept);
+        let compacted = Arc::new(compacted);
+        let counter = policy.counter();
+        self.record(EventKind::ContextCompacted {
+            from_seq,
+            to_seq,
+            summary,
+            tokens_before: input.tokens(counter),
+            tokens_after: input.with_history(&compacted).tokens(counter),
+            usage: reply.usage,
+        })
+    }
+}
+
+/// The runtime's digest in place of a summary the model could not give.
+fn unusable(why: &str, replaced: &[HistoryItem]) -> String {
+    format!(
+        "{} (The model's summary was unusable — {why} — so the runtime wrote this one.)",
+        digest(replaced)
+    )
+}

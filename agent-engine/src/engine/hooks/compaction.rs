@@ -7,17 +7,57 @@
 
 use std::sync::Arc;
 
-use super::driver::{Driver, internal_failure};
-use super::outcome::{Reply, failure_event};
+use async_trait::async_trait;
+
+use super::{HookPoint, Hooked, StepHook};
+use crate::engine::driver::{Driver, internal_failure};
+use crate::engine::outcome::{Reply, failure_event};
 use crate::error::EngineError;
 use agent_core::context::{Compaction, ContextInput, ContextPolicy, digest};
 use agent_core::event::EventKind;
 use agent_core::history::HistoryItem;
 use agent_core::model::{CallPurpose, ModelRequest};
 
+/// The hook: before a model call that would send the whole history, asks the
+/// engine's context policy whether to summarise its oldest turns.
+pub(super) struct ContextCompaction;
+
+#[async_trait]
+impl StepHook for ContextCompaction {
+    async fn consult(
+        &self,
+        driver: &mut Driver<'_>,
+        point: &HookPoint<'_>,
+    ) -> Result<Hooked, EngineError> {
+        let HookPoint::ModelCall { call, .. } = point else {
+            return Ok(Hooked::Pass);
+        };
+        let engine = driver.engine;
+        let Some(policy) = &engine.context else {
+            return Ok(Hooked::Pass);
+        };
+        if !driver.state.is_whole_history(&call.history) {
+            return Ok(Hooked::Pass);
+        }
+        let tools = engine.tools.specs();
+        let task = driver.state.task().to_owned();
+        let input = ContextInput {
+            instructions: &call.instructions,
+            task: &task,
+            tools: &tools,
+            history: &call.history,
+        };
+        let Some(compaction) = policy.compaction(&input) else {
+            return Ok(Hooked::Pass);
+        };
+        driver.compact(policy.as_ref(), &input, compaction).await?;
+        Ok(Hooked::Took)
+    }
+}
+
 impl Driver<'_> {
     /// Makes and records the summary `compaction` asks for.
-    pub(super) async fn compact(
+    async fn compact(
         &mut self,
         policy: &dyn ContextPolicy,
         input: &ContextInput<'_>,

@@ -11,8 +11,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::driver::{Bounded, Driver};
-use super::outcome::Reply;
+use async_trait::async_trait;
+
+use super::{HookPoint, Hooked, StepHook};
+use crate::engine::driver::{Bounded, Driver};
+use crate::engine::outcome::Reply;
 use crate::error::EngineError;
 use crate::guards::OnLimit;
 use agent_core::event::{EventKind, LastAnswerKind};
@@ -22,22 +25,37 @@ use agent_core::result::ExitReason;
 use agent_core::types::Usage;
 
 /// How long the last request may take, whatever budget ended the run.
-pub(super) const LAST_ANSWER_GRACE: Duration = Duration::from_secs(60);
+const LAST_ANSWER_GRACE: Duration = Duration::from_secs(60);
+
+/// The hook: before a run ends on a limit that calls for a last answer, asks
+/// for it once.
+pub(super) struct LastAnswer;
+
+#[async_trait]
+impl StepHook for LastAnswer {
+    async fn consult(
+        &self,
+        driver: &mut Driver<'_>,
+        point: &HookPoint<'_>,
+    ) -> Result<Hooked, EngineError> {
+        let HookPoint::Ending(ending) = point else {
+            return Ok(Hooked::Pass);
+        };
+        let Some(kind) = driver.last_answer_kind(ending) else {
+            return Ok(Hooked::Pass);
+        };
+        if driver.state.has_last_answer() || driver.state.status().is_terminal() {
+            return Ok(Hooked::Pass);
+        }
+        if driver.ask_last_answer(kind, ending).await? {
+            Ok(Hooked::Pass)
+        } else {
+            Ok(Hooked::Took)
+        }
+    }
+}
 
 impl Driver<'_> {
-    /// Records `ending`, the event that ends the run, after asking for the
-    /// last answer when it calls for one and none was asked for yet.
-    pub(super) async fn end_with(&mut self, ending: EventKind) -> Result<(), EngineError> {
-        if let Some(kind) = self.last_answer_kind(&ending)
-            && !self.state.has_last_answer()
-            && !self.state.status().is_terminal()
-            && !self.ask_last_answer(kind, &ending).await?
-        {
-            return Ok(());
-        }
-        self.record(ending)
-    }
-
     fn last_answer_kind(&self, ending: &EventKind) -> Option<LastAnswerKind> {
         let EventKind::Failed { exit_reason, .. } = ending else {
             return None;

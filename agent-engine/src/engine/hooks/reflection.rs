@@ -6,8 +6,11 @@
 
 use std::sync::Arc;
 
-use super::driver::Driver;
-use super::outcome::{Reply, failure_event};
+use async_trait::async_trait;
+
+use super::{HookPoint, Hooked, StepHook};
+use crate::engine::driver::Driver;
+use crate::engine::outcome::{Reply, failure_event};
 use crate::error::EngineError;
 use agent_core::context::reflection_digest;
 use agent_core::event::EventKind;
@@ -17,9 +20,37 @@ use agent_core::model::{CallPurpose, ModelRequest};
 /// What the reflection request asks.
 const REFLECT: &str = "Do not call a tool now. Look back over the steps so far: are you getting closer to answering the task, or going in circles (calling the same tools with the same arguments, getting the same results)? In two or three sentences, say what you have learned and what you will do next; if you have enough, say that you will finish.";
 
+/// The hook: before a model call, once every `reflect_every` steps answered.
+pub(super) struct Reflection;
+
+#[async_trait]
+impl StepHook for Reflection {
+    async fn consult(
+        &self,
+        driver: &mut Driver<'_>,
+        point: &HookPoint<'_>,
+    ) -> Result<Hooked, EngineError> {
+        let HookPoint::ModelCall { call, view } = point else {
+            return Ok(Hooked::Pass);
+        };
+        let Some(every) = driver.engine.reflect_every else {
+            return Ok(Hooked::Pass);
+        };
+        let answered = driver.state.steps_used();
+        if answered == 0
+            || !answered.is_multiple_of(every)
+            || driver.state.reflected_at() >= answered
+        {
+            return Ok(Hooked::Pass);
+        }
+        driver.reflect(&call.instructions, Arc::clone(view)).await?;
+        Ok(Hooked::Took)
+    }
+}
+
 impl Driver<'_> {
     /// Asks for and records the reflection after the steps answered so far.
-    pub(super) async fn reflect(
+    async fn reflect(
         &mut self,
         instructions: &str,
         history: Arc<Vec<HistoryItem>>,

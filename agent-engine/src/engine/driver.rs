@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use super::hooks::HookPoint;
 use super::lease::LeaseSignal;
 use super::work_set::WorkSet;
 use super::{Drive, Engine};
@@ -319,16 +318,6 @@ impl<'e> Driver<'e> {
                 Ok(false)
             }
             None => Ok(false),
-        }
-    }
-
-    /// Records `ending`, the event that ends the run, unless a hook takes the
-    /// step first (the last answer, when the log moved under its request).
-    pub(super) async fn end_with(&mut self, ending: EventKind) -> Result<(), EngineError> {
-        if self.consult_hooks(HookPoint::Ending(&ending)).await? {
-            self.record(ending)
-        } else {
-            Ok(())
         }
     }
 

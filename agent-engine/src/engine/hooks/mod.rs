@@ -81,4 +81,14 @@ impl Driver<'_> {
         }
         Ok(true)
     }
+
+    /// Records `ending`, the event that ends the run, unless a hook takes the
+    /// step first (the last answer, when the log moved under its request).
+    pub(super) async fn end_with(&mut self, ending: EventKind) -> Result<(), EngineError> {
+        if self.consult_hooks(HookPoint::Ending(&ending)).await? {
+            self.record(ending)
+        } else {
+            Ok(())
+        }
+    }
 }

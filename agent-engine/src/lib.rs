@@ -10,6 +10,8 @@
 //!
 //! - [`guards`]: the guards it ships — budgets and the wall time, the model's
 //!   rate limit, the output schema, the completion gate.
+//! - [`context`]: the context policies — keep all, the last N turns, a token
+//!   window, summaries past a token limit — and their `--context` spec.
 //! - [`control`]: what people and programs do to sessions from outside a run —
 //!   approve or deny a call, cancel, pause, fork.
 //! - [`snapshot`]: a session's state saved beside its log, so a long session
@@ -18,6 +20,7 @@
 //!   engine's process and on a worker.
 
 pub mod call;
+pub mod context;
 pub mod control;
 mod engine;
 mod error;
@@ -25,6 +28,7 @@ pub mod guards;
 pub mod snapshot;
 
 pub use call::{CallObserver, Timed, call_result_event};
+pub use context::{ContextSpec, ContextSpecError, KeepAll, LastTurns, Summarise, TokenWindow};
 pub use control::{
     ControlError, Fork, cancel_session, decide_approval, fork_session, pause_session,
 };

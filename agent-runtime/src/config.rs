@@ -200,7 +200,7 @@ impl SessionConfig {
                 .context
                 .as_ref()
                 .map(|spec| {
-                    agent_strategies::ContextSpec::parse(spec)
+                    agent_engine::context::ContextSpec::parse(spec)
                         .map(|spec| spec.to_string())
                         .map_err(|err| ConfigError::new(err.to_string()))
                 })
@@ -461,9 +461,11 @@ impl SessionConfig {
     }
 
     /// The session's context policy, as `--context` names it.
-    pub fn context_spec(&self) -> Result<agent_strategies::ContextSpec, ConfigError> {
-        agent_strategies::ContextSpec::parse(self.spec.context.as_deref().unwrap_or("keep-all"))
-            .map_err(|err| ConfigError::new(err.to_string()))
+    pub fn context_spec(&self) -> Result<agent_engine::context::ContextSpec, ConfigError> {
+        agent_engine::context::ContextSpec::parse(
+            self.spec.context.as_deref().unwrap_or("keep-all"),
+        )
+        .map_err(|err| ConfigError::new(err.to_string()))
     }
 
     /// What a message sent while the session runs does, as `--on-message`

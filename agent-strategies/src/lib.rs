@@ -7,10 +7,8 @@
 //!   for a human decision.
 //! - `dag`: [`dag::Dag`], workflows on petgraph built with [`dag::DagBuilder`].
 //!
-//! Context policies ([`context`]), which decide what history each model request
-//! holds, compose with every strategy.
-
-pub mod context;
+//! The context policies, which decide what history each model request holds
+//! whatever the strategy, are the engine's: `agent_engine::context`.
 
 #[cfg(feature = "dag")]
 pub mod dag;
@@ -21,7 +19,6 @@ mod plan_execute;
 #[cfg(feature = "react")]
 mod react;
 
-pub use context::{ContextSpec, ContextSpecError, KeepAll, LastTurns, Summarise, TokenWindow};
 #[cfg(feature = "dag")]
 pub use dag::{Dag, DagBuilder, DagError, Node};
 #[cfg(feature = "hitl")]

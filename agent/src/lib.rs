@@ -120,6 +120,14 @@ pub mod providers {
     pub use agent_providers::*;
 }
 
+/// What of the history each model request holds: the
+/// [`ContextPolicy`](context::ContextPolicy) contract, token counting, and the
+/// shipped policies with their `--context` spec ([`ContextSpec`](context::ContextSpec)).
+pub mod context {
+    pub use agent_core::context::*;
+    pub use agent_engine::context::*;
+}
+
 /// Execution strategies.
 #[cfg(any(
     feature = "react",

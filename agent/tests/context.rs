@@ -12,9 +12,9 @@
 
 use std::sync::{Arc, Mutex};
 
+use agent::context::ContextSpec;
 use agent::prelude::*;
 use agent::providers::ScriptedModel;
-use agent::strategies::ContextSpec;
 use agent::tools::{Calculator, ToolRegistry, Typed};
 use agent::{
     CallPurpose, ContextInput, EstimatedTokens, Event, EventKind, HistoryItem, MemoryStore,

@@ -8,9 +8,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use agent::context::ContextSpec;
 use agent::prelude::*;
 use agent::providers::{ScriptedModel, Tiktoken};
-use agent::strategies::ContextSpec;
 use agent::tools::{Calculator, ToolRegistry, Typed};
 use agent::{
     CallPurpose, ContextInput, EstimatedTokens, ModelContext, ModelError, ModelRequest,

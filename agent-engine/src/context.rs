@@ -1,5 +1,5 @@
 //! Context policies: what of the history each model request holds, composed
-//! with any strategy through [`EngineBuilder::context`](agent_engine::EngineBuilder::context).
+//! with any strategy through [`EngineBuilder::context`](crate::EngineBuilder::context).
 //!
 //! - [`KeepAll`]: the whole history (the engine's behaviour without a policy).
 //! - [`LastTurns`]: the last N turns.
@@ -14,10 +14,11 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use agent_core::{
-    Compaction, ContextInput, ContextPolicy, EstimatedTokens, HistoryItem, TokenCounter,
-    item_tokens, items_tokens, turns,
+use agent_core::context::{
+    Compaction, ContextInput, ContextPolicy, EstimatedTokens, TokenCounter, item_tokens,
+    items_tokens, turns,
 };
+use agent_core::history::HistoryItem;
 
 /// Turns a [`Summarise`] policy keeps verbatim when none is asked for.
 pub const DEFAULT_KEEP_LAST: usize = 4;
@@ -436,7 +437,7 @@ impl std::fmt::Display for ContextSpec {
 
 #[cfg(test)]
 mod tests {
-    use agent_core::{Observation, ToolCall};
+    use agent_core::types::{Observation, ToolCall};
     use serde_json::json;
 
     use super::*;

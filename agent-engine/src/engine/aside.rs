@@ -9,9 +9,10 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use super::driver::{Bounded, Driver};
-use super::outcome::record_chat;
+use super::outcome::{Reply, failure_event, record_chat};
 use super::reports::{ModelReports, Reports};
 use crate::call::Timed;
+use crate::error::EngineError;
 use agent_core::cancel::Cancellation;
 use agent_core::model::{CallPurpose, ModelContext, ModelError, ModelRequest, ModelResponse};
 use agent_core::telemetry;
@@ -23,6 +24,34 @@ pub(super) struct Aside {
 }
 
 impl Driver<'_> {
+    /// Asks the model `request` for `purpose` at `step`, bounded by the run's
+    /// deadline and the log moving, records the layers' reports and reads the
+    /// reply. `None` when the step is over without one: the deadline's event
+    /// or the failure of `what` was recorded, or the log moved and was
+    /// reloaded.
+    pub(super) async fn side_reply(
+        &mut self,
+        request: &ModelRequest,
+        step: u32,
+        purpose: CallPurpose,
+        what: &str,
+    ) -> Result<Option<Reply>, EngineError> {
+        let aside = self.ask_aside(request, step, purpose, None).await;
+        let Some(outcome) = self.settle(aside.outcome).await? else {
+            return Ok(None);
+        };
+        for report in aside.reports {
+            self.record_timed(report)?;
+        }
+        match Reply::read(outcome) {
+            Ok(reply) => Ok(Some(reply)),
+            Err(err) => {
+                self.record(failure_event(err, what))?;
+                Ok(None)
+            }
+        }
+    }
+
     /// Asks the model `request` for `purpose` at `step`, bounded by the run's
     /// deadline — or, with `limit`, by that instead (the last answer, asked
     /// after the deadline passed) — and by the log moving.

@@ -11,7 +11,6 @@ use async_trait::async_trait;
 
 use super::{HookPoint, Hooked, StepHook};
 use crate::engine::driver::{Driver, internal_failure};
-use crate::engine::outcome::{Reply, failure_event};
 use crate::error::EngineError;
 use agent_core::context::{Compaction, ContextInput, ContextPolicy, digest};
 use agent_core::event::EventKind;
@@ -82,25 +81,15 @@ impl Driver<'_> {
             max_output_tokens: Some(compaction.max_output_tokens),
             output_schema: None,
         };
-        let aside = self
-            .ask_aside(
-                &request,
-                self.state.steps_used(),
-                CallPurpose::Summary {
-                    index: self.state.compactions() + 1,
-                },
-                None,
-            )
-            .await;
-        let Some(outcome) = self.settle(aside.outcome).await? else {
-            return Ok(());
+        let purpose = CallPurpose::Summary {
+            index: self.state.compactions() + 1,
         };
-        for report in aside.reports {
-            self.record_timed(report)?;
-        }
-        let reply = match Reply::read(outcome) {
-            Ok(reply) => reply,
-            Err(err) => return self.record(failure_event(err, "summary of the context")),
+        let step = self.state.steps_used();
+        let Some(reply) = self
+            .side_reply(&request, step, purpose, "summary of the context")
+            .await?
+        else {
+            return Ok(());
         };
         let summary = match (reply.invalid, reply.text) {
             (Some(why), _) => unusable(&why, &request.history),

@@ -10,7 +10,6 @@ use async_trait::async_trait;
 
 use super::{HookPoint, Hooked, StepHook};
 use crate::engine::driver::Driver;
-use crate::engine::outcome::{Reply, failure_event};
 use crate::error::EngineError;
 use agent_core::context::reflection_digest;
 use agent_core::event::EventKind;
@@ -69,18 +68,9 @@ impl Driver<'_> {
         let purpose = CallPurpose::Reflection {
             index: step / every,
         };
-        let aside = self.ask_aside(&request, step, purpose, None).await;
-        let Some(outcome) = self.settle(aside.outcome).await? else {
+        let what = format!("reflection after step {step}");
+        let Some(reply) = self.side_reply(&request, step, purpose, &what).await? else {
             return Ok(());
-        };
-        for report in aside.reports {
-            self.record_timed(report)?;
-        }
-        let reply = match Reply::read(outcome) {
-            Ok(reply) => reply,
-            Err(err) => {
-                return self.record(failure_event(err, &format!("reflection after step {step}")));
-            }
         };
         let note = reply.text.unwrap_or_else(|| {
             format!(

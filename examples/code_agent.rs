@@ -51,14 +51,14 @@ async fn main() -> anyhow::Result<()> {
 
     for event in store.load(&result.session_id).await? {
         match event.kind {
-            agent::EventKind::ActionCompleted { observation } => {
+            agent::event::EventKind::ActionCompleted { observation } => {
                 println!(
                     "{}: {}",
                     observation.tool_name,
                     observation.content.lines().next().unwrap_or("")
                 );
             }
-            agent::EventKind::FinishRejected { reason, .. } => println!("gate: {reason}"),
+            agent::event::EventKind::FinishRejected { reason, .. } => println!("gate: {reason}"),
             _ => {}
         }
     }

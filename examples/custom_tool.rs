@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use agent::prelude::*;
+use agent::tools::TypedTool;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -68,7 +69,7 @@ async fn main() -> anyhow::Result<()> {
         .build();
     let result = engine.run("Convert 100 EUR to USD", json!({})).await?;
     for event in store.load(&result.session_id).await? {
-        if let agent::EventKind::ActionCompleted { observation } = event.kind {
+        if let agent::event::EventKind::ActionCompleted { observation } = event.kind {
             println!(
                 "observation (error: {}): {}",
                 observation.is_error, observation.content

@@ -10,8 +10,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use agent::event::{Event, EventKind};
 use agent::prelude::*;
-use agent::{Event, EventKind, EventSink, SinkError};
+use agent::sink::{EventSink, SinkError};
 use serde_json::json;
 
 /// Prints the session id, and with `--crash-after-two` kills the process once two

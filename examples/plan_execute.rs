@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use agent::EventKind;
+use agent::event::EventKind;
 use agent::prelude::*;
 use serde_json::json;
 

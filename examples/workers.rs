@@ -9,7 +9,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent::{Cancellation, PublicStatus, Store};
+use agent::cancel::Cancellation;
+use agent::state::PublicStatus;
+use agent::store::Store;
 use agent_runtime::{AgentSpec, SessionConfig, Worker};
 use serde_json::json;
 

@@ -4,8 +4,11 @@
 use std::io;
 use std::sync::Arc;
 
+use agent::event::{Event, EventKind};
+use agent::result::{ExitReason, RunResult};
+use agent::sink::{EventSink, SinkError};
 use agent::trace::describe;
-use agent::{Action, Event, EventKind, EventSink, ExitReason, RunResult, SinkError};
+use agent::types::Action;
 
 use crate::error::CliError;
 use crate::output::{print_json, print_line};

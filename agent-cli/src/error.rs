@@ -29,9 +29,9 @@ impl CliError {
     }
 }
 
-impl From<agent::StoreError> for CliError {
-    fn from(err: agent::StoreError) -> Self {
-        use agent::StoreError;
+impl From<agent::store::StoreError> for CliError {
+    fn from(err: agent::store::StoreError) -> Self {
+        use agent::store::StoreError;
         match err {
             StoreError::NotFound(id) => Self::Usage(format!(
                 "unknown session id `{id}`; `agent sessions` lists the stored sessions"
@@ -55,32 +55,32 @@ fn damaged(err: &dyn std::fmt::Display) -> String {
 }
 
 /// A log that does not fold (exit 2, like any unreadable input).
-pub fn inconsistent(err: agent::StateError) -> CliError {
+pub fn inconsistent(err: agent::state::StateError) -> CliError {
     CliError::Usage(damaged(&format!("the session log is inconsistent: {err}")))
 }
 
-impl From<agent::EngineError> for CliError {
-    fn from(err: agent::EngineError) -> Self {
+impl From<agent::engine::EngineError> for CliError {
+    fn from(err: agent::engine::EngineError) -> Self {
         match err {
-            agent::EngineError::Store(store) => store.into(),
-            agent::EngineError::State(state) => inconsistent(state),
-            refused @ (agent::EngineError::FollowUpRefused { .. }
-            | agent::EngineError::InvalidText { .. }) => Self::Usage(refused.to_string()),
+            agent::engine::EngineError::Store(store) => store.into(),
+            agent::engine::EngineError::State(state) => inconsistent(state),
+            refused @ (agent::engine::EngineError::FollowUpRefused { .. }
+            | agent::engine::EngineError::InvalidText { .. }) => Self::Usage(refused.to_string()),
             other => Self::Internal(other.to_string()),
         }
     }
 }
 
-impl From<agent::ControlError> for CliError {
-    fn from(err: agent::ControlError) -> Self {
+impl From<agent::engine::ControlError> for CliError {
+    fn from(err: agent::engine::ControlError) -> Self {
         match err {
-            agent::ControlError::Store(store) => store.into(),
-            agent::ControlError::State(state) => inconsistent(state),
-            usage @ (agent::ControlError::Ended { .. }
-            | agent::ControlError::OutOfRange { .. }
-            | agent::ControlError::NothingPending { .. }
-            | agent::ControlError::NotPending { .. }
-            | agent::ControlError::NotPausable { .. }) => Self::Usage(usage.to_string()),
+            agent::engine::ControlError::Store(store) => store.into(),
+            agent::engine::ControlError::State(state) => inconsistent(state),
+            usage @ (agent::engine::ControlError::Ended { .. }
+            | agent::engine::ControlError::OutOfRange { .. }
+            | agent::engine::ControlError::NothingPending { .. }
+            | agent::engine::ControlError::NotPending { .. }
+            | agent::engine::ControlError::NotPausable { .. }) => Self::Usage(usage.to_string()),
         }
     }
 }

@@ -3,7 +3,7 @@
 //! committed stays and nothing half-done is recorded — the MCP servers are
 //! stopped, and the command says how to continue and exits 130 or 143.
 
-use agent::{EventLog, StoreError};
+use agent::store::{EventLog, StoreError};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::error::CliError;

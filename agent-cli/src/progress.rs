@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use agent::{Event, EventKind, EventSink, SinkError};
+use agent::event::{Event, EventKind};
+use agent::sink::{EventSink, SinkError};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
 /// How often the line is redrawn.

@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 
-use agent::{DeltaSink, EventSink, IgnoreDeltas};
+use agent::delta::{DeltaSink, IgnoreDeltas};
+use agent::sink::EventSink;
 use agent_runtime::{Agents, SessionConfig, SessionOptions};
 use std::path::Path;
 

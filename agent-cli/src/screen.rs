@@ -8,7 +8,7 @@
 use std::io::{self, IsTerminal, Write};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use agent::{DeltaSink, ModelDelta};
+use agent::delta::{DeltaSink, ModelDelta};
 
 use crate::output::print_line;
 use crate::progress::Progress;

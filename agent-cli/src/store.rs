@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use agent::Store;
+use agent::store::Store;
 use agent::store::{OpenError, open_url, shown_url};
 
 use crate::error::CliError;
@@ -26,7 +26,7 @@ pub async fn open_existing(url: &str) -> Result<Option<Arc<dyn Store>>, CliError
 pub async fn open_for(url: &str, session_id: &str) -> Result<Arc<dyn Store>, CliError> {
     open_existing(url)
         .await?
-        .ok_or_else(|| agent::StoreError::NotFound(session_id.to_owned()).into())
+        .ok_or_else(|| agent::store::StoreError::NotFound(session_id.to_owned()).into())
 }
 
 fn unusable(url: &str, err: &OpenError) -> CliError {

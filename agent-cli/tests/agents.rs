@@ -316,7 +316,7 @@ async fn the_library_agent_records_the_same_definition_and_the_cli_and_a_worker_
     let paused = approving.run("What is 12 times 7?").await.unwrap();
     assert_eq!(
         paused.exit_reason,
-        agent::ExitReason::AwaitingApproval,
+        agent::result::ExitReason::AwaitingApproval,
         "{paused:?}"
     );
     let id = paused.session_id.clone();

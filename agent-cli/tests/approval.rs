@@ -11,7 +11,7 @@ mod common;
 
 use std::process::Stdio;
 
-use agent::EventKind;
+use agent::event::EventKind;
 use common::*;
 use serde_json::{Value, json};
 

@@ -58,14 +58,14 @@ async fn run_program(
     let observation = events
         .iter()
         .find_map(|event| match &event.kind {
-            agent::EventKind::ActionCompleted { observation } => Some(observation.clone()),
+            agent::event::EventKind::ActionCompleted { observation } => Some(observation.clone()),
             _ => None,
         })
         .unwrap();
     let content: Value =
         serde_json::from_str(&observation.content).unwrap_or(json!({"error": observation.content}));
     let config = match &events[0].kind {
-        agent::EventKind::SessionStarted { config, .. } => config.clone(),
+        agent::event::EventKind::SessionStarted { config, .. } => config.clone(),
         other => panic!("first event {other:?}"),
     };
     (content, config)

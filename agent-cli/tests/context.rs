@@ -18,7 +18,9 @@ use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agent::{Event, EventKind, HistoryItem, SessionState};
+use agent::event::{Event, EventKind};
+use agent::history::HistoryItem;
+use agent::state::SessionState;
 use agent_testkit::{FakeProvider, Received, Reply};
 use common::*;
 use serde_json::{Value, json};

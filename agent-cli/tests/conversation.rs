@@ -12,7 +12,7 @@
 
 mod common;
 
-use agent::EventKind;
+use agent::event::EventKind;
 use common::*;
 use serde_json::{Value, json};
 

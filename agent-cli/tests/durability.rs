@@ -15,7 +15,8 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use agent::{EventKind, INTERRUPTED};
+use agent::engine::INTERRUPTED;
+use agent::event::EventKind;
 use common::*;
 use serde_json::{Value, json};
 
@@ -194,8 +195,8 @@ async fn kill_at_and_resume(kill_at: usize, during_sleep: bool) {
             );
         }
     }
-    let state = agent::SessionState::from_events(&id, &log).unwrap();
-    assert_eq!(state.status(), agent::Status::Finished);
+    let state = agent::state::SessionState::from_events(&id, &log).unwrap();
+    assert_eq!(state.status(), agent::state::Status::Finished);
 }
 
 #[tokio::test]
@@ -315,7 +316,7 @@ async fn pause_stops_after_the_step_and_resume_continues() {
     let log = load_log(&scratch.dir, &id).await;
     assert!(
         log.iter().any(|event| matches!(&event.kind,
-            agent::EventKind::ActionCompleted { observation } if observation.content.starts_with("slept"))),
+            agent::event::EventKind::ActionCompleted { observation } if observation.content.starts_with("slept"))),
         "the sleep ran to its end"
     );
     let types = event_types(&trace_lines(&scratch.path("trace.jsonl")));

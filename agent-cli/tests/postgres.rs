@@ -23,8 +23,8 @@ use serde_json::json;
 /// Polls the store at `url` until its first session's log satisfies `done`.
 async fn wait_for(
     url: &str,
-    done: impl Fn(&[agent::Event]) -> bool,
-) -> (String, Vec<agent::Event>) {
+    done: impl Fn(&[agent::event::Event]) -> bool,
+) -> (String, Vec<agent::event::Event>) {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         if let Ok(store) = open_url(url, false).await

@@ -9,7 +9,8 @@
 
 mod common;
 
-use agent::{Action, EventKind};
+use agent::event::EventKind;
+use agent::types::Action;
 use common::*;
 use serde_json::{Value, json};
 
@@ -22,7 +23,7 @@ fn calculator_session(scratch: &Scratch, extra: &[&str]) -> String {
         .to_owned()
 }
 
-fn tool_calls(events: &[agent::Event]) -> Vec<(String, Value)> {
+fn tool_calls(events: &[agent::event::Event]) -> Vec<(String, Value)> {
     events
         .iter()
         .filter_map(|e| match &e.kind {
@@ -130,7 +131,7 @@ async fn a_replay_reproduces_the_answer_and_the_tool_calls() {
     let original_log = load_log(&scratch.dir, &original).await;
     let replay_log = load_log(&scratch.dir, replayed).await;
     assert_eq!(tool_calls(&replay_log), tool_calls(&original_log));
-    let observations = |log: &[agent::Event]| -> Vec<String> {
+    let observations = |log: &[agent::event::Event]| -> Vec<String> {
         log.iter()
             .filter_map(|e| match &e.kind {
                 EventKind::ActionCompleted { observation } => Some(observation.content.clone()),
@@ -219,7 +220,7 @@ async fn the_cli_explains_that_a_dag_session_resumes_in_code() {
     .store(Arc::new(SqliteStore::open(&db).unwrap()))
     .build();
     let id = "not-ended";
-    let started = agent::Event::new(
+    let started = agent::event::Event::new(
         id,
         1,
         EventKind::SessionStarted {
@@ -230,7 +231,7 @@ async fn the_cli_explains_that_a_dag_session_resumes_in_code() {
     );
     engine
         .store()
-        .append(agent::Append::creating(&[started], agent::Durability::Full).unwrap())
+        .append(agent::store::Append::creating(&[started], agent::store::Durability::Full).unwrap())
         .await
         .unwrap();
     let store = format!("sqlite://{}", db.display());

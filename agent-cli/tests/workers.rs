@@ -228,8 +228,8 @@ fn now_millis() -> u128 {
 async fn append_interrupted(store: &str, id: &str) -> bool {
     let store = agent::store::open_url(store, false).await.unwrap();
     store.load(id).await.unwrap().iter().any(|event| {
-        matches!(&event.kind, agent::EventKind::ActionCompleted { observation }
-            if observation.tool_name == "append_line" && observation.content == agent::INTERRUPTED)
+        matches!(&event.kind, agent::event::EventKind::ActionCompleted { observation }
+            if observation.tool_name == "append_line" && observation.content == agent::engine::INTERRUPTED)
     })
 }
 

@@ -15,7 +15,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent::{Cancellation, ExitReason, MemoryStore, QueuedAction, RunResult, Store, load_state};
+use agent::cancel::Cancellation;
+use agent::engine::load_state;
+use agent::result::{ExitReason, RunResult};
+use agent::store::queue::QueuedAction;
+use agent::store::{MemoryStore, Store};
 use agent_runtime::{AgentSpec, Session, SessionConfig, SessionOptions, Worker, WorkerReport};
 use serde_json::{Value, json};
 
@@ -175,7 +179,7 @@ async fn park_at_first_call(store: &Arc<dyn Store>) -> QueuedAction {
         .unwrap()
         .unwrap();
     let events = store.load(&claim.session_id).await.unwrap();
-    let agent::EventKind::SessionStarted { config, .. } = &events[0].kind else {
+    let agent::event::EventKind::SessionStarted { config, .. } = &events[0].kind else {
         panic!("no configuration");
     };
     let config = SessionConfig::recorded(config).unwrap();
@@ -194,7 +198,7 @@ async fn park_at_first_call(store: &Arc<dyn Store>) -> QueuedAction {
         .drive(&claim.session_id, "driver")
         .await
         .unwrap();
-    assert!(matches!(drive, agent::Drive::Parked));
+    assert!(matches!(drive, agent::engine::Drive::Parked));
     session.shutdown().await;
     store.finish_session(&claim, "driver").await.unwrap();
     let claimed = store
@@ -245,12 +249,12 @@ async fn a_call_whose_worker_died_is_rerun_when_idempotent_and_reported_otherwis
     let observation = events
         .iter()
         .find_map(|event| match &event.kind {
-            agent::EventKind::ActionCompleted { observation } => Some(observation.clone()),
+            agent::event::EventKind::ActionCompleted { observation } => Some(observation.clone()),
             _ => None,
         })
         .unwrap();
     assert!(observation.is_error);
-    assert_eq!(observation.content, agent::INTERRUPTED);
+    assert_eq!(observation.content, agent::engine::INTERRUPTED);
     assert!(lines_of(&dir.0).is_empty(), "the call must not run twice");
 
     let id = submit(&store, &dir.0, "slept", 0.01).await;
@@ -268,7 +272,7 @@ async fn a_call_whose_worker_died_is_rerun_when_idempotent_and_reported_otherwis
     let first: Value = events
         .iter()
         .find_map(|event| match &event.kind {
-            agent::EventKind::ActionCompleted { observation } => {
+            agent::event::EventKind::ActionCompleted { observation } => {
                 Some(json!({"error": observation.is_error, "content": observation.content}))
             }
             _ => None,
@@ -382,7 +386,7 @@ struct Deploy {
 }
 
 impl Deploy {
-    async fn run(self, _ctx: &agent::ToolContext) -> Result<String, agent::ToolError> {
+    async fn run(self, _ctx: &agent::tool::ToolContext) -> Result<String, agent::tool::ToolError> {
         DEPLOYS.fetch_add(1, Ordering::SeqCst);
         Ok(format!("deployed {}", self.service))
     }
@@ -408,7 +412,7 @@ async fn a_worker_holds_a_flagged_tool_for_approval_and_runs_it_once_approved() 
         ..AgentSpec::default()
     };
     let config = SessionConfig::resolve(&options, None, &dir.0).unwrap();
-    let deploy: Arc<dyn agent::Tool> = Arc::new(agent::tools::Typed::<Deploy>::new());
+    let deploy: Arc<dyn agent::tool::Tool> = Arc::new(agent::tools::Typed::<Deploy>::new());
     let session = Session::open(
         &config,
         store.clone(),

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use agent::{MemoryStore, PublicStatus, Store};
+use agent::state::PublicStatus;
+use agent::store::{MemoryStore, Store};
 use agent_server::{ServerState, Tokens, router};
 use axum::body::Body;
 use axum::http::Request;

@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use agent::{MemoryStore, Store};
+use agent::store::{MemoryStore, Store};
 use agent_server::{ServerState, Tokens, openapi, router};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};

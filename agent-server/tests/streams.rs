@@ -11,7 +11,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent::{Append, Cancellation, Durability, Event, EventKind, MemoryStore, Store};
+use agent::cancel::Cancellation;
+use agent::event::{Event, EventKind};
+use agent::store::{Append, Durability, MemoryStore, Store};
 use agent_server::{ServerState, Tokens, router};
 use axum::body::Body;
 use axum::http::Request;
@@ -21,7 +23,7 @@ use tower::ServiceExt;
 const TOKEN: &str = "streams-test-token-0123456789";
 
 async fn running_session(store: &Arc<dyn Store>) -> String {
-    let id = agent::new_session_id();
+    let id = agent::id::new_session_id();
     let started = Event::new(
         &id,
         1,
@@ -93,7 +95,7 @@ async fn an_idle_stream_gets_keep_alive_comments_and_ends_at_shutdown() {
 #[tokio::test]
 async fn events_carry_the_status_after_them_and_their_description() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let id = agent::new_session_id();
+    let id = agent::id::new_session_id();
     let log = [
         Event::new(
             &id,

@@ -46,6 +46,7 @@ impl CommitStats {
 
     /// Notes a commit that failed with `err`: one that says the store cannot
     /// take writes is kept until a commit succeeds.
+    #[cfg(feature = "sqlite")]
     pub(crate) fn failed(&self, err: &StoreError) {
         if matches!(err, StoreError::Unwritable(_))
             && let Ok(mut unwritable) = self.unwritable.lock()

@@ -1,8 +1,24 @@
 //! A durable, observable agent runtime.
 //!
 //! A model proposes actions; the runtime validates and executes them, records every
-//! fact as an event, and ends each run with a structured [`RunResult`]. This crate
-//! re-exports the `agent-*` crates; features pick what is compiled in:
+//! fact as an event, and ends each run with a structured
+//! [`RunResult`](result::RunResult). [`prelude`] holds the names most programs
+//! need; everything else has a module named for its concept:
+//!
+//! | module | holds |
+//! |---|---|
+//! | [`event`], [`state`], [`result`], [`types`] | events, a session's folded state and status machine, the `RunResult`, the data types |
+//! | [`model`], [`delta`], [`providers`] | the `Model` contract, streamed output, the model adapters |
+//! | [`tool`], [`schema`], [`tools`] | the `Tool` contract, argument schemas, the registry and built-in tools |
+//! | [`strategy`], [`strategies`], [`context`] | the `ExecutionStrategy` contract, the strategies, the context policies |
+//! | [`engine`], [`guard`], [`gate`] | the `Engine` with its guards and control functions, the guard and completion-gate contracts |
+//! | [`store`] | the store and work-queue contracts and the stores (memory, SQLite, PostgreSQL) |
+//! | [`layer`], [`layers`] | the `Layer` contract and the resilience layers |
+//! | [`sink`], [`trace`] | event sinks, JSONL traces and telemetry |
+//! | [`history`], [`cancel`], [`id`], [`strict_json`] | what a model is shown, cancellation, session ids, strict JSON reading |
+//! | `runtime`, `serve` | the runtime library and the HTTP API (features `runtime`, `serve`) |
+//!
+//! Features pick what is compiled in:
 //!
 //! | feature | gives |
 //! |---|---|
@@ -62,41 +78,40 @@
 //!     }
 //! }
 //!
-//! let spec = <Greet as TypedTool>::spec();
+//! let spec = <Greet as agent::tools::TypedTool>::spec();
 //! assert_eq!(spec.name, "greet");
 //! assert_eq!(spec.description, "Says hello to someone.");
 //! assert_eq!(spec.input_schema["required"], serde_json::json!(["name"]));
 //! ```
 
-pub use agent_core::Spent;
 pub use agent_core::{
-    Action, Append, ApprovalDecision, BudgetKind, CallPurpose, Cancellation, Checkpoint,
-    CircuitState, Compaction, CompletionGate, ContextInput, ContextPolicy, Deadline, Decision,
-    DuplicateTool, Durability, EstimatedTokens, Event, EventKind, EventLog, EventSink, EventStore,
-    ExecutionStrategy, ExitReason, Finish, GateRefusal, Guard, GuardContext, HistoryItem,
-    IgnoreReports, Layer, LayerObserver, LeaseStore, Model, ModelCall, ModelContext, ModelError,
-    ModelRequest, ModelResponse, Observation, PlanStep, PublicStatus, RetryNotice, RunResult,
-    RunUsage, SCHEMA_VERSION, SessionIndex, SessionState, SessionSummary, SinkError, SnapshotStore,
-    Stack, StateError, Status, Store, StoreError, StrategyError, StrategyRecord, StrategyWork,
-    TokenCounter, Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolSpec, Toolbox,
-    UnknownBudget, UnknownStatus, Usage, Verdict, Work, WorkContext, WorkRecord, new_session_id,
-    now_millis, strict_json,
+    cancel, delta, event, gate, guard, history, id, layer, model, result, schema, sink, state,
+    strategy, strict_json, tool, types,
 };
-pub use agent_core::{
-    ActionClaim, QueueView, QueuedAction, QueuedActionView, QueuedSessionView, SessionClaim,
-    SessionCursor, SessionQuery, StoreCounts, WorkQueue,
-};
-pub use agent_core::{
-    DeltaSink, IgnoreDeltas, LastAnswerKind, ModelDelta, ModelUsage, reflection_digest,
-};
-pub use agent_engine::{
-    Budgets, CallObserver, ControlError, DEFAULT_LEASE_RENEWAL, DEFAULT_LEASE_TTL,
-    DEFAULT_MAX_INVALID, DEFAULT_MAX_STEPS, DEFAULT_SNAPSHOT_EVERY, Drive, Engine, EngineBuilder,
-    EngineError, Exhausted, FinishGate, Fork, INTERRUPTED, ModelRateLimit, OnLimit, OutputGuard,
-    OutputSchema, Timed, UnknownOnLimit, WallTime, call_result_event, cancel_session,
-    decide_approval, fork_session, load_state, pause_session, snapshot_of,
-};
-pub use agent_store::MemoryStore;
+
+/// The engine: [`Engine`](engine::Engine) and its builder, the shipped guards
+/// ([`engine::guards`]), control of stored sessions ([`engine::control`]:
+/// approve, deny, cancel, pause, fork), snapshots and the context policies.
+pub mod engine {
+    pub use agent_engine::*;
+}
+
+/// What of the history each model request holds: the
+/// [`ContextPolicy`](context::ContextPolicy) contract, token counting, and the
+/// shipped policies with their `--context` spec ([`ContextSpec`](context::ContextSpec)).
+pub mod context {
+    pub use agent_core::context::*;
+    pub use agent_engine::context::*;
+}
+
+/// Stores: the contracts ([`EventStore`](store::EventStore) and the traits it
+/// is made of, the work queue in [`store::queue`]) and the stores themselves:
+/// [`MemoryStore`](store::MemoryStore), and with features `sqlite` and
+/// `postgres` the durable ones.
+pub mod store {
+    pub use agent_core::store::*;
+    pub use agent_store::*;
+}
 
 /// Resilience layers for tools and models: timeout, retry, circuit breaker.
 pub mod layers {
@@ -108,24 +123,9 @@ pub mod tools {
     pub use agent_tools::*;
 }
 
-/// Durable event stores.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub mod store {
-    pub use agent_core::store::support;
-    pub use agent_store::*;
-}
-
 /// Model adapters.
 pub mod providers {
     pub use agent_providers::*;
-}
-
-/// What of the history each model request holds: the
-/// [`ContextPolicy`](context::ContextPolicy) contract, token counting, and the
-/// shipped policies with their `--context` spec ([`ContextSpec`](context::ContextSpec)).
-pub mod context {
-    pub use agent_core::context::*;
-    pub use agent_engine::context::*;
 }
 
 /// Execution strategies.
@@ -161,17 +161,18 @@ pub mod trace {
     pub use agent_trace::*;
 }
 
-/// The names most programs need.
+/// The names most programs need: an engine with its model, strategy, tools and
+/// store, and the traits whose methods they call.
 pub mod prelude {
-    pub use agent_core::{
-        EventLog, EventStore, ExitReason, LeaseStore, Model, RunResult, SessionIndex,
-        SnapshotStore, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
-    };
+    pub use agent_core::model::Model;
+    pub use agent_core::result::{ExitReason, RunResult};
+    pub use agent_core::store::{EventLog, EventStore};
+    pub use agent_core::tool::{Tool, ToolContext, ToolError, ToolOutput};
     pub use agent_engine::{Budgets, Engine};
     #[cfg(feature = "scripted")]
     pub use agent_providers::ScriptedModel;
     #[cfg(feature = "runtime")]
-    pub use agent_runtime::{Agent, AgentSpec, Agents};
+    pub use agent_runtime::{Agent, AgentSpec};
     pub use agent_store::MemoryStore;
     #[cfg(feature = "sqlite")]
     pub use agent_store::SqliteStore;
@@ -185,6 +186,6 @@ pub mod prelude {
     pub use agent_strategies::{Dag, DagBuilder, Node};
     #[cfg(feature = "derive")]
     pub use agent_tools::Tool;
-    pub use agent_tools::{Calculator, ToolRegistry, Typed, TypedTool};
+    pub use agent_tools::{Calculator, ToolRegistry};
     pub use agent_trace::{ContentMode, JsonlTrace};
 }

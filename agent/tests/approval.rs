@@ -14,9 +14,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use agent::event::EventKind;
 use agent::prelude::*;
 use agent::strategies::{ApprovalPolicy, Hitl};
-use agent::{EventKind, ExecutionStrategy};
+use agent::strategy::ExecutionStrategy;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -148,11 +149,11 @@ async fn a_denied_call_never_runs_and_the_model_hears_why() {
             .any(|event| matches!(event.kind, EventKind::ActionDispatched { .. })),
         "a denied call was dispatched"
     );
-    let state = agent::load_state(store.as_ref(), &paused.session_id)
+    let state = agent::engine::load_state(store.as_ref(), &paused.session_id)
         .await
         .unwrap();
     let told = state.history().iter().any(|item| {
-        matches!(item, agent::HistoryItem::Observation { observation }
+        matches!(item, agent::history::HistoryItem::Observation { observation }
             if observation.is_error && observation.content.contains("not on a Friday"))
     });
     assert!(told, "{:?}", state.history());

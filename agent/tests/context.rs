@@ -13,13 +13,15 @@
 use std::sync::{Arc, Mutex};
 
 use agent::context::ContextSpec;
+use agent::context::{ContextInput, EstimatedTokens, TokenCounter};
+use agent::event::{Event, EventKind};
+use agent::history::HistoryItem;
+use agent::model::{CallPurpose, ModelContext, ModelError, ModelRequest, ModelResponse};
 use agent::prelude::*;
 use agent::providers::ScriptedModel;
+use agent::state::SessionState;
+use agent::store::MemoryStore;
 use agent::tools::{Calculator, ToolRegistry, Typed};
-use agent::{
-    CallPurpose, ContextInput, EstimatedTokens, Event, EventKind, HistoryItem, MemoryStore,
-    ModelContext, ModelError, ModelRequest, ModelResponse, SessionState, TokenCounter,
-};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 

@@ -13,12 +13,15 @@
 
 use std::sync::{Arc, Mutex};
 
+use agent::engine::{EngineError, OnLimit, fork_session};
+use agent::event::EventKind;
+use agent::history::HistoryItem;
+use agent::model::{ModelContext, ModelError, ModelRequest, ModelResponse};
 use agent::prelude::*;
 use agent::providers::ReplayModel;
-use agent::{
-    Decision, EngineError, EventKind, ExecutionStrategy, HistoryItem, ModelContext, ModelError,
-    ModelRequest, ModelResponse, OnLimit, SessionState, StrategyError, fork_session,
-};
+use agent::state::SessionState;
+use agent::strategy::{Decision, ExecutionStrategy, StrategyError};
+use agent::tools::Typed;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
@@ -110,7 +113,7 @@ impl Chat {
         results
     }
 
-    async fn events(&self, session_id: &str) -> Vec<agent::Event> {
+    async fn events(&self, session_id: &str) -> Vec<agent::event::Event> {
         self.store.load(session_id).await.unwrap()
     }
 
@@ -126,7 +129,7 @@ fn answers(results: &[RunResult]) -> Vec<(u32, Option<&str>, u32)> {
         .collect()
 }
 
-fn names(events: &[agent::Event]) -> Vec<&'static str> {
+fn names(events: &[agent::event::Event]) -> Vec<&'static str> {
     events.iter().map(|event| event.kind.name()).collect()
 }
 

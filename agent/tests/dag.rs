@@ -11,9 +11,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use agent::engine::EngineError;
+use agent::event::{Event, EventKind};
 use agent::prelude::*;
+use agent::store::Durability;
 use agent::strategies::DagError;
-use agent::{Durability, EngineError, Event, EventKind};
 use serde_json::{Value, json};
 
 fn value(v: Value) -> Node {
@@ -332,12 +334,12 @@ async fn resuming_with_a_changed_graph_is_refused_and_the_same_graph_continues()
                 strategy: "dag:research".into(),
                 name: "node_completed".into(),
                 data: json!({"node": "ask.0", "output": "first"}),
-                usage: Some(agent::Usage::default()),
+                usage: Some(agent::types::Usage::default()),
             },
         ),
     ];
     store
-        .append(agent::Append::creating(&log, Durability::Full).unwrap())
+        .append(agent::store::Append::creating(&log, Durability::Full).unwrap())
         .await
         .unwrap();
 

@@ -13,13 +13,15 @@
 
 use std::sync::{Arc, Mutex};
 
+use agent::engine::{EngineBuilder, OnLimit};
+use agent::event::{EventKind, LastAnswerKind};
+use agent::history::HistoryItem;
 use agent::layers::FallbackModel;
+use agent::model::{ModelContext, ModelError, ModelRequest, ModelResponse};
 use agent::prelude::*;
 use agent::providers::ReplayModel;
-use agent::{
-    BudgetKind, EngineBuilder, EventKind, HistoryItem, LastAnswerKind, ModelContext, ModelError,
-    ModelRequest, ModelResponse, OnLimit,
-};
+use agent::result::BudgetKind;
+use agent::tools::Typed;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
@@ -178,7 +180,7 @@ impl Model for HangsAfterOneStep {
         ctx: &ModelContext,
     ) -> Result<ModelResponse, ModelError> {
         let answer = match ctx.purpose {
-            agent::CallPurpose::LastAnswer => finish("84, before the time ran out"),
+            agent::model::CallPurpose::LastAnswer => finish("84, before the time ran out"),
             _ if ctx.step == 1 => calc(12, 7),
             _ => {
                 tokio::time::sleep(std::time::Duration::from_secs(30)).await;
@@ -230,7 +232,7 @@ async fn a_crash_after_the_last_answer_is_recorded_does_not_ask_again() {
     let crashed = Run::new(scripted(script));
     crashed
         .store
-        .append(agent::Append::creating(&events, agent::Durability::Full).unwrap())
+        .append(agent::store::Append::creating(&events, agent::store::Durability::Full).unwrap())
         .await
         .unwrap();
     let resumed = crashed

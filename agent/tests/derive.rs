@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use agent::prelude::*;
 use agent::tools::Typed;
+use agent::tools::TypedTool;
 use agent::tools::testing::check_enum_values;
 use serde::Deserialize;
 use serde_json::json;
@@ -126,7 +127,7 @@ async fn a_derived_tool_runs_in_a_react_session_with_validated_arguments() {
         .unwrap()
         .into_iter()
         .filter_map(|event| match event.kind {
-            agent::EventKind::ActionCompleted { observation } => {
+            agent::event::EventKind::ActionCompleted { observation } => {
                 Some((observation.is_error, observation.content))
             }
             _ => None,

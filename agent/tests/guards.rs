@@ -12,8 +12,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use agent::engine::ModelRateLimit;
+use agent::event::EventKind;
+use agent::guard::{Checkpoint, Guard, GuardContext, Verdict};
 use agent::prelude::*;
-use agent::{Checkpoint, EventKind, Guard, GuardContext, ModelRateLimit, Verdict};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 

@@ -11,9 +11,10 @@
 
 use std::sync::{Arc, Mutex};
 
+use agent::model::{ModelContext, ModelError, ModelRequest, ModelResponse};
 use agent::prelude::*;
 use agent::strategies::{ApprovalPolicy, Hitl};
-use agent::{ExecutionStrategy, ModelContext, ModelError, ModelRequest, ModelResponse};
+use agent::strategy::ExecutionStrategy;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 

@@ -14,12 +14,15 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agent::event::{Event, EventKind};
+use agent::history::HistoryItem;
+use agent::id::new_session_id;
+use agent::model::{ModelContext, ModelError, ModelRequest, ModelResponse};
 use agent::prelude::*;
+use agent::state::SessionState;
+use agent::store::{Append, Durability};
 use agent::tools::Sleep;
-use agent::{
-    Append, Durability, Event, EventKind, HistoryItem, ModelContext, ModelError, ModelRequest,
-    ModelResponse, SessionState, new_session_id,
-};
+use agent::tools::Typed;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 

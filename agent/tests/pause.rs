@@ -13,9 +13,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use agent::engine::pause_session;
+use agent::event::EventKind;
+use agent::id::new_session_id;
 use agent::prelude::*;
+use agent::state::PublicStatus;
+use agent::tools::Typed;
 use agent::tools::{AppendLine, Sleep};
-use agent::{EventKind, PublicStatus, new_session_id, pause_session};
 use serde_json::{Value, json};
 
 fn script() -> Vec<Value> {
@@ -46,7 +50,11 @@ fn workspace(name: &str) -> std::path::PathBuf {
     dir
 }
 
-async fn wait_for(store: &MemoryStore, session_id: &str, what: impl Fn(&[agent::Event]) -> bool) {
+async fn wait_for(
+    store: &MemoryStore,
+    session_id: &str,
+    what: impl Fn(&[agent::event::Event]) -> bool,
+) {
     for _ in 0..400 {
         if let Ok(events) = store.load(session_id).await
             && what(&events)
@@ -129,9 +137,9 @@ struct Hangs;
 impl Model for Hangs {
     async fn complete(
         &self,
-        _request: &agent::ModelRequest,
-        _ctx: &agent::ModelContext,
-    ) -> Result<agent::ModelResponse, agent::ModelError> {
+        _request: &agent::model::ModelRequest,
+        _ctx: &agent::model::ModelContext,
+    ) -> Result<agent::model::ModelResponse, agent::model::ModelError> {
         std::future::pending().await
     }
 }
@@ -165,7 +173,7 @@ async fn a_session_whose_driver_died_is_paused_at_once_and_ended_ones_refuse() {
         "pausing again writes nothing"
     );
 
-    agent::cancel_session(store.as_ref(), &session_id, "test")
+    agent::engine::cancel_session(store.as_ref(), &session_id, "test")
         .await
         .unwrap();
     let err = pause_session(store.as_ref(), &session_id, "test")

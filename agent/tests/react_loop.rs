@@ -11,11 +11,16 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agent::engine::INTERRUPTED;
+use agent::event::{Event, EventKind};
+use agent::history::HistoryItem;
+use agent::model::{ModelContext, ModelError, ModelRequest, ModelResponse};
 use agent::prelude::*;
-use agent::{
-    Action, BudgetKind, Event, EventKind, EventSink, HistoryItem, INTERRUPTED, ModelContext,
-    ModelError, ModelRequest, ModelResponse, Observation, SinkError, ToolCall,
-};
+use agent::result::BudgetKind;
+use agent::sink::{EventSink, SinkError};
+use agent::tools::Typed;
+use agent::types::ToolSpec;
+use agent::types::{Action, Observation, ToolCall};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
@@ -530,7 +535,7 @@ async fn resume_reruns_idempotent_calls_and_reports_others_as_interrupted() {
         },
         EventKind::ModelResponded {
             actions: calls.iter().cloned().map(Action::ToolCall).collect(),
-            usage: agent::Usage::default(),
+            usage: agent::types::Usage::default(),
             text: None,
         },
         EventKind::ActionDispatched {
@@ -546,7 +551,7 @@ async fn resume_reruns_idempotent_calls_and_reports_others_as_interrupted() {
         .map(|(kind, seq)| Event::new(session, seq, kind))
         .collect();
     h.store
-        .append(agent::Append::creating(&events, agent::Durability::Full).unwrap())
+        .append(agent::store::Append::creating(&events, agent::store::Durability::Full).unwrap())
         .await
         .unwrap();
 

@@ -12,9 +12,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use agent::event::EventKind;
+use agent::layer::{CircuitState, Stack};
 use agent::layers::{BreakerPolicy, CircuitBreaker, Retry, RetryPolicy};
 use agent::prelude::*;
-use agent::{CircuitState, EventKind, Stack};
+use agent::types::ToolSpec;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 

@@ -12,8 +12,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use agent::engine::load_state;
+use agent::event::Event;
 use agent::prelude::*;
-use agent::{Append, Event, SessionState, SessionSummary, StoreError, load_state};
+use agent::state::SessionState;
+use agent::store::{Append, LeaseStore, SessionIndex, SessionSummary, SnapshotStore, StoreError};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 

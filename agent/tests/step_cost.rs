@@ -5,8 +5,9 @@
 
 use std::sync::{Arc, Mutex};
 
+use agent::model::{ModelContext, ModelError, ModelRequest, ModelResponse};
 use agent::prelude::*;
-use agent::{Action, ModelContext, ModelError, ModelRequest, ModelResponse, ToolCall};
+use agent::types::{Action, ToolCall};
 use async_trait::async_trait;
 use serde_json::json;
 
@@ -33,13 +34,13 @@ impl Model for Counting {
                 arguments: json!({"left": ctx.step, "operation": "add", "right": 1}),
             })
         } else {
-            Action::Finish(agent::Finish {
+            Action::Finish(agent::types::Finish {
                 answer: "done".into(),
             })
         };
         Ok(ModelResponse {
             actions: vec![action],
-            usage: agent::Usage::default(),
+            usage: agent::types::Usage::default(),
             text: None,
             model: None,
         })

@@ -10,13 +10,15 @@
 
 use std::sync::Arc;
 
+use agent::engine::EngineError;
+use agent::event::EventKind;
 use agent::prelude::*;
-use agent::{EngineError, EventKind, ToolCall};
+use agent::types::ToolCall;
 use serde_json::{Value, json};
 
 fn engine(
     script: Vec<Value>,
-    strategy: Arc<dyn agent::ExecutionStrategy>,
+    strategy: Arc<dyn agent::strategy::ExecutionStrategy>,
     store: Arc<MemoryStore>,
 ) -> Engine {
     let mut tools = ToolRegistry::new();

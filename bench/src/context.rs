@@ -9,13 +9,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use agent::context::ContextSpec;
+use agent::context::{ContextInput, EstimatedTokens, TokenCounter};
+use agent::model::{CallPurpose, ModelContext, ModelError, ModelRequest, ModelResponse};
 use agent::prelude::*;
 use agent::providers::{ScriptedModel, Tiktoken};
 use agent::tools::{Calculator, ToolRegistry, Typed};
-use agent::{
-    CallPurpose, ContextInput, EstimatedTokens, ModelContext, ModelError, ModelRequest,
-    ModelResponse, TokenCounter,
-};
 use anyhow::Context;
 use async_trait::async_trait;
 use serde_json::{Value, json};

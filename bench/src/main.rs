@@ -24,9 +24,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use agent::engine::Budgets;
+use agent::event::{Event, EventKind};
 use agent::prelude::*;
+use agent::sink::{EventSink, SinkError};
+use agent::store::SnapshotStore;
 use agent::store::{CommitStats, PostgresStore, PostgresTarget, SqliteStore};
-use agent::{Budgets, Event, EventKind, EventSink, SinkError};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use serde_json::json;
@@ -338,14 +341,15 @@ async fn stopped_session(
     snapshots: bool,
 ) -> anyhow::Result<u64> {
     let steps = events.saturating_sub(1) / 4;
-    let mut state = agent::SessionState::new(session_id);
+    let mut state = agent::state::SessionState::new(session_id);
     let mut log = Vec::new();
-    let mut push = |kind: EventKind, state: &mut agent::SessionState| -> anyhow::Result<()> {
-        let event = Event::new(session_id, state.last_seq() + 1, kind);
-        state.apply(&event)?;
-        log.push(event);
-        Ok(())
-    };
+    let mut push =
+        |kind: EventKind, state: &mut agent::state::SessionState| -> anyhow::Result<()> {
+            let event = Event::new(session_id, state.last_seq() + 1, kind);
+            state.apply(&event)?;
+            log.push(event);
+            Ok(())
+        };
     push(
         EventKind::SessionStarted {
             task: task(1),
@@ -357,7 +361,7 @@ async fn stopped_session(
     let mut value = 3.0;
     let mut snapshot = None;
     for step in 1..=steps {
-        let call = agent::ToolCall {
+        let call = agent::types::ToolCall {
             id: format!("call_{step}_1"),
             tool_name: "calculator".into(),
             arguments: json!({"left": value, "operation": "add", "right": 1}),
@@ -372,8 +376,8 @@ async fn stopped_session(
         )?;
         push(
             EventKind::ModelResponded {
-                actions: vec![agent::Action::ToolCall(call.clone())],
-                usage: agent::Usage::default(),
+                actions: vec![agent::types::Action::ToolCall(call.clone())],
+                usage: agent::types::Usage::default(),
                 text: None,
             },
             &mut state,
@@ -384,7 +388,7 @@ async fn stopped_session(
         )?;
         push(
             EventKind::ActionCompleted {
-                observation: agent::Observation::success(
+                observation: agent::types::Observation::success(
                     &call,
                     agent::tools::calculator::format_number(value),
                 ),
@@ -392,14 +396,17 @@ async fn stopped_session(
             &mut state,
         )?;
         if snapshots
-            && state.last_seq() / agent::DEFAULT_SNAPSHOT_EVERY
-                != (state.last_seq() - 4) / agent::DEFAULT_SNAPSHOT_EVERY
+            && state.last_seq() / agent::engine::DEFAULT_SNAPSHOT_EVERY
+                != (state.last_seq() - 4) / agent::engine::DEFAULT_SNAPSHOT_EVERY
         {
-            snapshot = Some((state.last_seq(), agent::snapshot_of(&state)?));
+            snapshot = Some((state.last_seq(), agent::engine::snapshot_of(&state)?));
         }
     }
     store
-        .append(agent::Append::creating(&log, agent::Durability::Full)?)
+        .append(agent::store::Append::creating(
+            &log,
+            agent::store::Durability::Full,
+        )?)
         .await?;
     if let Some((seq, snapshot)) = snapshot {
         store.save_snapshot(session_id, seq, &snapshot).await?;
@@ -422,7 +429,7 @@ async fn resume(args: ResumeArgs) -> anyhow::Result<()> {
         let snapshot_seq = store.load_snapshot(&session_id).await?.map(|(seq, _)| seq);
         let engine = engine(Arc::clone(&store), steps, Operation::Add, false)?;
         let started = Instant::now();
-        let loaded = agent::load_state(store.as_ref(), &session_id).await?;
+        let loaded = agent::engine::load_state(store.as_ref(), &session_id).await?;
         let load_ms = started.elapsed().as_secs_f64() * 1e3;
         let started = Instant::now();
         let result = engine.resume(&session_id).await.context("resume")?;

@@ -301,7 +301,7 @@ async fn fan_out(served: &Arc<Served>, args: &ServeArgs, body: &Value) -> anyhow
             }
             caught_up.wait().await;
             let (last, count) = stream.last().await?;
-            let received = agent::now_millis();
+            let received = agent::event::now_millis();
             let (kind, data) = last.context("the stream ended with nothing after the approval")?;
             anyhow::ensure!(kind == "finished", "the stream ended with {kind}");
             let committed = data.get("at").and_then(Value::as_u64).unwrap_or(received);

@@ -8,7 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent::{PublicStatus, Store};
+use agent::state::PublicStatus;
+use agent::store::Store;
 use agent_runtime::{AgentSpec, Session, SessionConfig, SessionOptions};
 use anyhow::Context;
 use serde_json::json;
@@ -202,7 +203,7 @@ async fn pickup_ms(
             let submitted = events.first().map_or(0, |event| event.at);
             let taken = events
                 .iter()
-                .find(|event| matches!(event.kind, agent::EventKind::Resumed { .. }))
+                .find(|event| matches!(event.kind, agent::event::EventKind::Resumed { .. }))
                 .map_or(submitted, |event| event.at);
             pickups.push(taken.saturating_sub(submitted));
         }

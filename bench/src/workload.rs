@@ -4,10 +4,9 @@
 //! result. The model derives `i` from the task text, so one model serves every session,
 //! and the turn from the step number.
 
-use agent::{
-    Action, Finish, HistoryItem, Model, ModelContext, ModelError, ModelRequest, ModelResponse,
-    ToolCall, Usage,
-};
+use agent::history::HistoryItem;
+use agent::model::{Model, ModelContext, ModelError, ModelRequest, ModelResponse};
+use agent::types::{Action, Finish, ToolCall, Usage};
 use async_trait::async_trait;
 use serde_json::json;
 

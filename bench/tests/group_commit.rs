@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use agent::EventLog;
+use agent::store::EventLog;
 use agent::store::SqliteStore;
 
 #[tokio::test]

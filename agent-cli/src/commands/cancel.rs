@@ -1,7 +1,7 @@
 //! `agent cancel ID`: stop a session that has not ended, also one whose process
 //! died. The process driving it notices within a lease renewal and exits 6.
 
-use agent::cancel_session;
+use agent::engine::cancel_session;
 use serde_json::json;
 
 use crate::cli::SessionArgs;

@@ -1,7 +1,7 @@
 //! `agent fork ID --at SEQ`: a new session whose log is a copy of ID's up to SEQ
 //! (moved back to the start of the step SEQ falls in); resume it with other flags.
 
-use agent::fork_session;
+use agent::engine::fork_session;
 use serde_json::json;
 
 use crate::cli::ForkArgs;

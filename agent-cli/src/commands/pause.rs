@@ -3,7 +3,8 @@
 //! with `exit_reason` `paused` and exits 11; a session whose process died is
 //! paused at once. `agent resume ID` continues it.
 
-use agent::{PublicStatus, pause_session};
+use agent::engine::pause_session;
+use agent::state::PublicStatus;
 use serde_json::json;
 
 use crate::cli::SessionArgs;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use agent::QueueView;
+use agent::store::queue::QueueView;
 use serde_json::{Value, json};
 
 use crate::cli::QueueArgs;

@@ -4,7 +4,8 @@
 //! is given again. With `--detach` the session is queued for a worker instead,
 //! with the flags it recorded, and the command returns at once.
 
-use agent::{EventKind, SessionState};
+use agent::event::EventKind;
+use agent::state::SessionState;
 use agent_runtime::control::{Requeued, queue_again};
 use agent_runtime::{AgentSpec, Session, SessionConfig};
 use serde_json::json;
@@ -59,7 +60,7 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
 /// built it.
 pub fn recorded_config(
     session_id: &str,
-    events: &[agent::Event],
+    events: &[agent::event::Event],
     state: &SessionState,
 ) -> Result<SessionConfig, CliError> {
     let strategy = state.strategy();
@@ -84,7 +85,7 @@ pub fn recorded_config(
 }
 
 /// Queues the session for a worker, which runs it with the flags it recorded.
-async fn detach(args: &ResumeArgs, store: &dyn agent::Store) -> Result<u8, CliError> {
+async fn detach(args: &ResumeArgs, store: &dyn agent::store::Store) -> Result<u8, CliError> {
     if args.flags.spec != AgentSpec::default() {
         return Err(CliError::Usage(
             "--detach continues the session on a worker with the flags it recorded; drop the other run flags (only --store and --json go with it)".into(),

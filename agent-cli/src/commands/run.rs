@@ -17,7 +17,7 @@ pub async fn run(args: RunArgs) -> Result<u8, CliError> {
     let mut stops = StopSignals::listen()?;
     let (options, progress) = sinks(&args.flags);
     let session = Session::open(&config, store.clone(), options).await?;
-    let session_id = agent::new_session_id();
+    let session_id = agent::id::new_session_id();
     let outcome = tokio::select! {
         outcome = session.engine.run_as(&session_id, args.task, config.to_value()) => Ok(outcome),
         stop = stops.next() => Err(stop),

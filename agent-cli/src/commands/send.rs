@@ -5,7 +5,7 @@
 //! session that runs, the message goes as its `--on-message` policy says and
 //! the command returns at once.
 
-use agent::SessionState;
+use agent::state::SessionState;
 use agent_runtime::control::{is_running, message_running};
 use agent_runtime::{AgentSpec, Session, SessionConfig};
 use serde_json::json;
@@ -63,7 +63,10 @@ pub async fn send(args: SendArgs) -> Result<u8, CliError> {
 /// done and returns its exit code at once (the process driving the session
 /// answers it), or `None` when the session stopped running before the message
 /// was recorded.
-async fn to_running(args: &SendArgs, store: &dyn agent::Store) -> Result<Option<u8>, CliError> {
+async fn to_running(
+    args: &SendArgs,
+    store: &dyn agent::store::Store,
+) -> Result<Option<u8>, CliError> {
     if args.flags.spec != AgentSpec::default() {
         return Err(CliError::Usage(format!(
             "session `{}` is running; a message to it takes no run flags (only --store and --json)",

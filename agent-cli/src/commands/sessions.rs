@@ -1,6 +1,6 @@
 //! `agent sessions [--status S]`: the stored sessions, newest first.
 
-use agent::PublicStatus;
+use agent::state::PublicStatus;
 use serde_json::json;
 
 use crate::cli::SessionsArgs;

@@ -2,8 +2,9 @@
 //! summaries it made), conversation turns (each message and how it ended) and
 //! timeline — seq, event, status transition, tool calls and results, summaries.
 
+use agent::event::{Event, EventKind};
+use agent::state::SessionState;
 use agent::trace::describe;
-use agent::{Event, EventKind, SessionState};
 use serde_json::json;
 
 use crate::cli::SessionArgs;
@@ -117,7 +118,7 @@ fn definition_now(agent: &str, recorded: Option<&str>) -> &'static str {
 struct Turn {
     turn: u32,
     message: String,
-    exit_reason: Option<agent::ExitReason>,
+    exit_reason: Option<agent::result::ExitReason>,
     answer: Option<String>,
 }
 

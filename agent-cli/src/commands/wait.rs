@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use agent::SessionState;
+use agent::state::SessionState;
 
 use crate::cli::WaitArgs;
-use agent::EventSink;
+use agent::sink::EventSink;
 
 use crate::console::{console, report};
 use crate::error::{CliError, inconsistent};

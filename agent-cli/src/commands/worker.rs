@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use agent::Cancellation;
+use agent::cancel::Cancellation;
 use agent_runtime::{Worker, WorkerLog};
 use tokio::signal::unix::{SignalKind, signal};
 

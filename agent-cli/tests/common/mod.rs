@@ -26,9 +26,9 @@ pub fn scratch(name: &str) -> Scratch {
 pub async fn wait_for_log(
     dir: &Path,
     what: &str,
-    done: impl Fn(&[agent::Event]) -> bool,
-) -> (String, Vec<agent::Event>) {
-    use agent::{EventLog, SessionIndex};
+    done: impl Fn(&[agent::event::Event]) -> bool,
+) -> (String, Vec<agent::event::Event>) {
+    use agent::store::{EventLog, SessionIndex};
     let db = dir.join(".agent/agent.db");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
@@ -49,16 +49,16 @@ pub async fn wait_for_log(
 }
 
 /// The stored log of a session in the default store of `dir`.
-pub async fn load_log(dir: &Path, session_id: &str) -> Vec<agent::Event> {
-    use agent::{EventLog, SessionIndex};
+pub async fn load_log(dir: &Path, session_id: &str) -> Vec<agent::event::Event> {
+    use agent::store::{EventLog, SessionIndex};
     let store = agent::store::SqliteStore::open_existing(dir.join(".agent/agent.db")).unwrap();
     store.load(session_id).await.unwrap()
 }
 
 /// Whether the last event is the dispatch of a call to `tool`.
-pub fn last_is_dispatch_of(events: &[agent::Event], tool: &str) -> bool {
+pub fn last_is_dispatch_of(events: &[agent::event::Event], tool: &str) -> bool {
     matches!(
         events.last().map(|e| &e.kind),
-        Some(agent::EventKind::ActionDispatched { call }) if call.tool_name == tool
+        Some(agent::event::EventKind::ActionDispatched { call }) if call.tool_name == tool
     )
 }

@@ -5,9 +5,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use agent::{
-    Event, EventKind, INTERRUPTED, SessionState, Store, ToolCall, load_state, snapshot_of,
-};
+use agent::engine::{INTERRUPTED, load_state, snapshot_of};
+use agent::event::{Event, EventKind};
+use agent::state::SessionState;
+use agent::store::Store;
+use agent::types::ToolCall;
 use serde_json::{Value, json};
 
 use super::plan::{EFFECTS_FILE, SessionPlan, calculated};
@@ -398,7 +400,7 @@ fn check_calls(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-    use agent::Observation;
+    use agent::types::Observation;
     use serde_json::json;
 
     use super::*;

@@ -9,7 +9,8 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent::{EventKind, Store};
+use agent::event::EventKind;
+use agent::store::Store;
 use tokio::process::{Child, Command};
 
 use super::check::{Observed, is_ended};

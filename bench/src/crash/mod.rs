@@ -90,7 +90,7 @@ pub struct Harness {
     /// The store URL the processes get.
     pub url: String,
     /// The harness's own connection to the store, for polling and checks.
-    pub store: std::sync::Arc<dyn agent::Store>,
+    pub store: std::sync::Arc<dyn agent::store::Store>,
     /// The run's seed.
     pub seed: u64,
     /// The run's tag, in every task.
@@ -164,7 +164,7 @@ pub async fn crash(args: CrashArgs) -> anyhow::Result<()> {
         "{}-{}-{}",
         args.seed,
         std::process::id(),
-        agent::now_millis()
+        agent::event::now_millis()
     );
     let dir = match &args.dir {
         Some(dir) => dir.clone(),
@@ -283,21 +283,22 @@ const OUTAGE_INDEX: usize = 200_000;
 async fn outage_lanes(
     args: &CrashArgs,
     harness: &std::sync::Arc<Harness>,
-    store: &std::sync::Arc<dyn agent::Store>,
+    store: &std::sync::Arc<dyn agent::store::Store>,
 ) -> anyhow::Result<Vec<outage::LaneReport>> {
     let mut reports = Vec::new();
-    let lane = |url: String, store: std::sync::Arc<dyn agent::Store>, outage, number: usize| {
-        outage::Lane {
-            harness: std::sync::Arc::clone(harness),
-            url,
-            store,
-            sessions: args.outage_sessions,
-            workers: 2,
-            outage_secs: args.outage_secs,
-            outage,
-            first_index: OUTAGE_INDEX + number * 1_000,
-        }
-    };
+    let lane =
+        |url: String, store: std::sync::Arc<dyn agent::store::Store>, outage, number: usize| {
+            outage::Lane {
+                harness: std::sync::Arc::clone(harness),
+                url,
+                store,
+                sessions: args.outage_sessions,
+                workers: 2,
+                outage_secs: args.outage_secs,
+                outage,
+                first_index: OUTAGE_INDEX + number * 1_000,
+            }
+        };
     if let Some(cluster) = &args.pg_cluster {
         anyhow::ensure!(
             matches!(args.store, StoreKind::Postgres(_)),

@@ -15,7 +15,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent::Store;
+use agent::store::Store;
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 

@@ -7,7 +7,8 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent::{Event, EventKind, Store};
+use agent::event::{Event, EventKind};
+use agent::store::Store;
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 

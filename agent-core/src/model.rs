@@ -34,7 +34,7 @@ pub struct ModelRequest {
 }
 
 /// What a model call knows about where it runs, parallel to
-/// [`ToolContext`](crate::ToolContext): the step, where layers report retries,
+/// [`ToolContext`](crate::tool::ToolContext): the step, where layers report retries,
 /// and the flag the engine raises when it abandons the call.
 #[derive(Clone)]
 pub struct ModelContext {

@@ -404,7 +404,7 @@ mod tests {
         assert_eq!(state.status().public(), PublicStatus::Cancelled);
         assert_eq!(
             state.run_result().unwrap().exit_reason,
-            agent_core::ExitReason::Cancelled
+            agent_core::result::ExitReason::Cancelled
         );
         assert!(matches!(
             cancel_session(&store, "s", "again").await,

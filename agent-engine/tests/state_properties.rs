@@ -6,10 +6,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-use agent_core::{
-    Action, Append, ApprovalDecision, CircuitState, Durability, Event, EventKind, EventLog,
-    ExitReason, Finish, Observation, SessionState, SnapshotStore, StateError, ToolCall, Usage,
-};
+use agent_core::event::{ApprovalDecision, Event, EventKind};
+use agent_core::layer::CircuitState;
+use agent_core::result::ExitReason;
+use agent_core::state::{SessionState, StateError};
+use agent_core::store::{Append, Durability, EventLog, SnapshotStore};
+use agent_core::types::{Action, Finish, Observation, ToolCall, Usage};
 use agent_engine::{fork_session, load_state, snapshot_of};
 use agent_store::MemoryStore;
 use proptest::prelude::*;

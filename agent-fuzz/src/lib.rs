@@ -5,7 +5,7 @@
 //! run as stable property tests (`tests/targets.rs`) and under `cargo fuzz`
 //! (`fuzz/`, nightly).
 
-use agent_core::Action;
+use agent_core::types::Action;
 use agent_providers::{ChatCompletions, Messages, WireFormat};
 use serde_json::Value;
 

@@ -8,10 +8,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_core::{
-    CircuitState, Layer, LayerObserver, Model, ModelContext, ModelError, ModelIdentity,
-    ModelRequest, ModelResponse, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+use agent_core::layer::{CircuitState, Layer, LayerObserver};
+use agent_core::model::{
+    Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse,
 };
+use agent_core::tool::{Tool, ToolContext, ToolError, ToolOutput};
+use agent_core::types::ToolSpec;
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -219,7 +221,7 @@ impl Model for BreakerService<dyn Model> {
         self.inner.identity()
     }
 
-    fn token_counter(&self) -> Option<std::sync::Arc<dyn agent_core::TokenCounter>> {
+    fn token_counter(&self) -> Option<std::sync::Arc<dyn agent_core::context::TokenCounter>> {
         self.inner.token_counter()
     }
 

@@ -9,8 +9,9 @@
 
 use std::sync::Arc;
 
-use agent_core::{
-    Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse, TokenCounter,
+use agent_core::context::TokenCounter;
+use agent_core::model::{
+    Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse,
 };
 use async_trait::async_trait;
 
@@ -91,7 +92,8 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::time::Duration;
 
-    use agent_core::{Action, CircuitState, Finish, Layer, LayerObserver, RetryNotice, Usage};
+    use agent_core::layer::{CircuitState, Layer, LayerObserver, RetryNotice};
+    use agent_core::types::{Action, Finish, Usage};
 
     use super::*;
     use crate::{BreakerPolicy, CircuitBreaker};

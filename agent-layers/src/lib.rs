@@ -1,8 +1,8 @@
 //! Resilience layers for the agent runtime, one shape for tools and models.
 //!
-//! Each layer is a [`Layer`](agent_core::Layer) for both `dyn Tool` and
+//! Each layer is a [`Layer`](agent_core::layer::Layer) for both `dyn Tool` and
 //! `dyn Model`, so the same value wraps either, and a
-//! [`Stack`](agent_core::Stack) composes them with a user's own layers in the
+//! [`Stack`](agent_core::layer::Stack) composes them with a user's own layers in the
 //! order they are written (the first outermost):
 //!
 //! - [`Timeout`] bounds each attempt;
@@ -55,20 +55,20 @@ impl<S: ?Sized, C> Layered<S, C> {
 /// Makes a layer type that [`Layered`] serves a layer of tools and of models.
 macro_rules! wraps_tools_and_models {
     ($layer:ty) => {
-        impl agent_core::Layer<dyn agent_core::Tool> for $layer {
+        impl agent_core::layer::Layer<dyn agent_core::tool::Tool> for $layer {
             fn layer(
                 &self,
-                inner: std::sync::Arc<dyn agent_core::Tool>,
-            ) -> std::sync::Arc<dyn agent_core::Tool> {
+                inner: std::sync::Arc<dyn agent_core::tool::Tool>,
+            ) -> std::sync::Arc<dyn agent_core::tool::Tool> {
                 std::sync::Arc::new($crate::Layered::new(inner, self.clone()))
             }
         }
 
-        impl agent_core::Layer<dyn agent_core::Model> for $layer {
+        impl agent_core::layer::Layer<dyn agent_core::model::Model> for $layer {
             fn layer(
                 &self,
-                inner: std::sync::Arc<dyn agent_core::Model>,
-            ) -> std::sync::Arc<dyn agent_core::Model> {
+                inner: std::sync::Arc<dyn agent_core::model::Model>,
+            ) -> std::sync::Arc<dyn agent_core::model::Model> {
                 std::sync::Arc::new($crate::Layered::new(inner, self.clone()))
             }
         }

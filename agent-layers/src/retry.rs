@@ -12,10 +12,12 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use agent_core::{
-    LayerObserver, Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse,
-    RetryNotice, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+use agent_core::layer::{LayerObserver, RetryNotice};
+use agent_core::model::{
+    Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse,
 };
+use agent_core::tool::{Tool, ToolContext, ToolError, ToolOutput};
+use agent_core::types::ToolSpec;
 use async_trait::async_trait;
 use backon::{ExponentialBuilder, Retryable};
 use serde_json::Value;
@@ -157,7 +159,7 @@ impl Model for RetryService<dyn Model> {
         self.inner.identity()
     }
 
-    fn token_counter(&self) -> Option<std::sync::Arc<dyn agent_core::TokenCounter>> {
+    fn token_counter(&self) -> Option<std::sync::Arc<dyn agent_core::context::TokenCounter>> {
         self.inner.token_counter()
     }
 

@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
-use agent_core::{
-    Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse, Tool, ToolContext,
-    ToolError, ToolOutput, ToolSpec,
+use agent_core::model::{
+    Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse,
 };
+use agent_core::tool::{Tool, ToolContext, ToolError, ToolOutput};
+use agent_core::types::ToolSpec;
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -55,7 +56,7 @@ impl Model for TimeoutService<dyn Model> {
         self.inner.identity()
     }
 
-    fn token_counter(&self) -> Option<std::sync::Arc<dyn agent_core::TokenCounter>> {
+    fn token_counter(&self) -> Option<std::sync::Arc<dyn agent_core::context::TokenCounter>> {
         self.inner.token_counter()
     }
 

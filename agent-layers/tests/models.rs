@@ -12,10 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_core::{
-    Action, CircuitState, Finish, Layer, LayerObserver, Model, ModelContext, ModelError,
-    ModelRequest, ModelResponse, RetryNotice, Stack, Usage,
-};
+use agent_core::layer::{CircuitState, Layer, LayerObserver, RetryNotice, Stack};
+use agent_core::model::{Model, ModelContext, ModelError, ModelRequest, ModelResponse};
+use agent_core::types::{Action, Finish, Usage};
 use agent_layers::{BreakerPolicy, CircuitBreaker, Retry, RetryPolicy, Timeout};
 use async_trait::async_trait;
 

@@ -13,10 +13,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_core::{
-    CircuitState, Layer, LayerObserver, RetryNotice, Stack, Tool, ToolContext, ToolError,
-    ToolOutput, ToolSpec,
-};
+use agent_core::layer::{CircuitState, Layer, LayerObserver, RetryNotice, Stack};
+use agent_core::tool::{Tool, ToolContext, ToolError, ToolOutput};
+use agent_core::types::ToolSpec;
 use agent_layers::{BreakerPolicy, BreakerService, Retry, RetryPolicy, Timeout};
 use async_trait::async_trait;
 use serde_json::{Value, json};

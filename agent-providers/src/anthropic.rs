@@ -3,10 +3,10 @@
 //! blocks and `max_tokens` always sent. Roles must alternate, so the tool results
 //! and feedback of one turn are merged into one user message.
 
-use agent_core::{
-    Action, Finish, HistoryItem, ModelError, ModelRequest, ModelResponse, ToolCall, Usage,
-    strict_json,
-};
+use agent_core::history::HistoryItem;
+use agent_core::model::{ModelError, ModelRequest, ModelResponse};
+use agent_core::strict_json;
+use agent_core::types::{Action, Finish, ToolCall, Usage};
 use reqwest::header::HeaderName;
 use serde_json::{Value, json};
 

@@ -6,7 +6,7 @@
 //! the body a non-streaming call would have returned — as text, with each tool
 //! input exactly as sent, so the strict reading still refuses repeated keys.
 
-use agent_core::ModelError;
+use agent_core::model::ModelError;
 use serde_json::{Value, json};
 
 use crate::http::StreamFold;
@@ -154,7 +154,7 @@ impl StreamFold for MessagesFold {
                                 "the input of the call to `{name}` is not valid JSON ({err}); send one JSON object"
                             ),
                             raw: input,
-                            usage: agent_core::Usage {
+                            usage: agent_core::types::Usage {
                                 input_tokens: self.input_tokens,
                                 output_tokens: self.output_tokens,
                             },

@@ -11,9 +11,11 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::{
-    Model, ModelContext, ModelDelta, ModelError, ModelIdentity, ModelRequest, ModelResponse,
-    RetryNotice, TokenCounter,
+use agent_core::context::TokenCounter;
+use agent_core::delta::ModelDelta;
+use agent_core::layer::RetryNotice;
+use agent_core::model::{
+    Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse,
 };
 use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};

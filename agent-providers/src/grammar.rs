@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use agent_core::ToolSpec;
+use agent_core::types::ToolSpec;
 use serde_json::Value;
 
 /// The name of the grammar's start rule.

@@ -7,7 +7,7 @@
 use std::sync::Once;
 use std::time::{Duration, SystemTime};
 
-use agent_core::ModelError;
+use agent_core::model::ModelError;
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures_util::StreamExt;
 use reqwest::StatusCode;
@@ -166,7 +166,7 @@ impl HttpClient {
                     "the server could not parse its own model's tool call ({message})"
                 ),
                 raw: redact(excerpt(&text)),
-                usage: agent_core::Usage::default(),
+                usage: agent_core::types::Usage::default(),
             });
         }
         Err(if is_transient(status) {

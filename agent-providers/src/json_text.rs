@@ -3,10 +3,11 @@
 //! the inner model is called without tools, and its text answer is parsed
 //! strictly as one wire-format action (a fenced ```json block is accepted).
 
-use agent_core::{
-    Action, HistoryItem, Model, ModelContext, ModelError, ModelIdentity, ModelRequest,
-    ModelResponse,
+use agent_core::history::HistoryItem;
+use agent_core::model::{
+    Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse,
 };
+use agent_core::types::Action;
 use async_trait::async_trait;
 use serde_json::json;
 use std::sync::Arc;
@@ -156,7 +157,7 @@ impl<M: Model> Model for JsonText<M> {
         self.inner.identity()
     }
 
-    fn token_counter(&self) -> Option<std::sync::Arc<dyn agent_core::TokenCounter>> {
+    fn token_counter(&self) -> Option<std::sync::Arc<dyn agent_core::context::TokenCounter>> {
         self.inner.token_counter()
     }
 }

@@ -17,10 +17,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use agent_core::{
-    EstimatedTokens, HistoryItem, Model, ModelContext, ModelDelta, ModelError, ModelIdentity,
-    ModelRequest, ModelResponse, Observation, TokenCounter, Usage, is_repeated_call_answer,
+use agent_core::context::{EstimatedTokens, TokenCounter};
+use agent_core::delta::ModelDelta;
+use agent_core::history::{HistoryItem, is_repeated_call_answer};
+use agent_core::model::{
+    Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse,
 };
+use agent_core::types::{Observation, Usage};
 
 use crate::answer_stream::AnswerText;
 use async_trait::async_trait;
@@ -502,7 +505,7 @@ mod tests {
     #[test]
     fn the_agents_instructions_open_the_local_models_prompt() {
         let request = ModelRequest {
-            instructions: agent_core::agent_instructions(
+            instructions: agent_core::model::agent_instructions(
                 Some("You work for ACME. Be brief."),
                 "Finish with the answer.".into(),
             ),

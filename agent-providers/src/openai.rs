@@ -7,10 +7,11 @@
 
 use std::sync::Arc;
 
-use agent_core::{
-    Action, Finish, HistoryItem, ModelError, ModelRequest, ModelResponse, TokenCounter, ToolCall,
-    Usage, strict_json,
-};
+use agent_core::context::TokenCounter;
+use agent_core::history::HistoryItem;
+use agent_core::model::{ModelError, ModelRequest, ModelResponse};
+use agent_core::strict_json;
+use agent_core::types::{Action, Finish, ToolCall, Usage};
 use reqwest::header::{AUTHORIZATION, HeaderName};
 use serde_json::{Map, Value, json};
 

@@ -4,7 +4,7 @@
 //! last chunk without choices (`stream_options.include_usage`), then `[DONE]`.
 //! The fold rebuilds the body a non-streaming call would have returned.
 
-use agent_core::ModelError;
+use agent_core::model::ModelError;
 use serde_json::{Map, Value, json};
 
 use crate::http::StreamFold;

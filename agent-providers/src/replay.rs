@@ -3,10 +3,12 @@
 
 use std::sync::Arc;
 
-use agent_core::{
-    Action, CallPurpose, Event, EventKind, Finish, Model, ModelContext, ModelError, ModelIdentity,
-    ModelRequest, ModelResponse, TokenCounter, Usage,
+use agent_core::context::TokenCounter;
+use agent_core::event::{Event, EventKind};
+use agent_core::model::{
+    CallPurpose, Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse,
 };
+use agent_core::types::{Action, Finish, Usage};
 use async_trait::async_trait;
 
 /// One recorded response: usable actions, or output that was rejected.
@@ -240,7 +242,7 @@ fn finish(text: &str, usage: Usage) -> ModelResponse {
 
 #[cfg(test)]
 mod tests {
-    use agent_core::{ToolCall, ToolSpec};
+    use agent_core::types::{ToolCall, ToolSpec};
     use serde_json::json;
 
     use super::*;

@@ -3,10 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use agent_core::{
-    Action, CallPurpose, Finish, Model, ModelContext, ModelError, ModelIdentity, ModelRequest,
-    ModelResponse, Usage, digest, reflection_digest,
+use agent_core::context::{digest, reflection_digest};
+use agent_core::model::{
+    CallPurpose, Model, ModelContext, ModelError, ModelIdentity, ModelRequest, ModelResponse,
 };
+use agent_core::types::{Action, Finish, Usage};
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -39,8 +40,8 @@ pub enum ScriptError {
 /// A model whose responses are written in advance; response `n` answers step `n`.
 /// A summary request (a context policy's) takes no response from the script: it
 /// is answered with a digest of the turns it summarises
-/// ([`digest`](agent_core::digest)); a reflection is answered with the
-/// runtime's own look back ([`reflection_digest`](agent_core::reflection_digest)).
+/// ([`digest`](agent_core::context::digest)); a reflection is answered with the
+/// runtime's own look back ([`reflection_digest`](agent_core::context::reflection_digest)).
 /// The last answer after a limit takes the script's next response, like a step.
 ///
 /// A string element is raw model text (it may be invalid on purpose); an object

@@ -10,7 +10,8 @@
 //! Unknown, missing or mistyped fields, an unknown `type`, repeated keys and
 //! non-JSON text are all rejected with a message saying exactly what is wrong.
 
-use agent_core::{Action, Finish, PlanStep, ToolCall, strict_json};
+use agent_core::strict_json;
+use agent_core::types::{Action, Finish, PlanStep, ToolCall};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 

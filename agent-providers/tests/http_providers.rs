@@ -14,10 +14,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_core::{
-    Action, CircuitState, HistoryItem, Layer, LayerObserver, Model, ModelContext, ModelError,
-    ModelRequest, ModelResponse, Observation, RetryNotice, ToolCall, ToolSpec,
-};
+use agent_core::history::HistoryItem;
+use agent_core::layer::{CircuitState, Layer, LayerObserver, RetryNotice};
+use agent_core::model::{Model, ModelContext, ModelError, ModelRequest, ModelResponse};
+use agent_core::types::{Action, Observation, ToolCall, ToolSpec};
 use agent_layers::{Retry, RetryPolicy};
 use agent_providers::{
     Anthropic, JsonText, OUTPUT_TOOL, OpenAi, ProviderConfig, chat_request, messages_request,

@@ -14,10 +14,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_core::{
-    Action, CircuitState, DeltaSink, Layer, LayerObserver, Model, ModelContext, ModelDelta,
-    ModelRequest, RetryNotice, ToolSpec,
-};
+use agent_core::delta::{DeltaSink, ModelDelta};
+use agent_core::layer::{CircuitState, Layer, LayerObserver, RetryNotice};
+use agent_core::model::{Model, ModelContext, ModelRequest};
+use agent_core::types::{Action, ToolSpec};
 use agent_layers::{Retry, RetryPolicy};
 use agent_providers::{Anthropic, OpenAi, ProviderConfig};
 use agent_testkit::{FakeProvider, Reply};
@@ -126,7 +126,7 @@ fn openai_chunks(texts: &[&str], done: bool) -> Vec<(Option<&'static str>, Strin
     events
 }
 
-fn answer(response: &agent_core::ModelResponse) -> &str {
+fn answer(response: &agent_core::model::ModelResponse) -> &str {
     match response.actions.as_slice() {
         [Action::Finish(finish)] => &finish.answer,
         other => panic!("not one finish: {other:?}"),

@@ -24,7 +24,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use agent_core::{RunResult, SessionState, Store, Tool, input_schema_for};
+use agent_core::result::RunResult;
+use agent_core::schema::input_schema_for;
+use agent_core::state::SessionState;
+use agent_core::store::Store;
+use agent_core::tool::Tool;
 use agent_engine::{EngineError, load_state};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -56,7 +60,7 @@ pub enum AgentError {
     #[error("the run ended {exit_reason} without an answer of the asked type: {why}")]
     Untyped {
         /// How the run ended.
-        exit_reason: agent_core::ExitReason,
+        exit_reason: agent_core::result::ExitReason,
         /// What is missing.
         why: String,
     },

@@ -6,10 +6,10 @@
 //! last waiting call of a session that went through the work queue queues it
 //! again, so a worker continues it.
 
-use agent_core::{
-    Append, ApprovalDecision, Durability, Event, EventKind, EventStore, RunResult, SessionState,
-    Store, StoreError,
-};
+use agent_core::event::{ApprovalDecision, Event, EventKind};
+use agent_core::result::RunResult;
+use agent_core::state::SessionState;
+use agent_core::store::{Append, Durability, EventStore, Store, StoreError};
 use agent_engine::{ControlError, decide_approval, load_state};
 use agent_tools::{ArgumentValidator, BuiltinOptions, builtin_tool};
 use serde_json::Value;
@@ -203,7 +203,7 @@ pub enum MessageSent {
 /// Whether `state` runs a turn that a message is added to rather than one
 /// opened by it.
 pub fn is_running(state: &SessionState) -> bool {
-    use agent_core::Status;
+    use agent_core::state::Status;
     matches!(
         state.status(),
         Status::Idle

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use agent_core::{DeltaSink, ModelDelta};
+use agent_core::delta::{DeltaSink, ModelDelta};
 use tokio::sync::broadcast;
 
 /// How many deltas a slow listener may be behind before it loses some.

@@ -7,7 +7,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::{Event, EventKind, EventStore, Layer, Model, TokenCounter};
+use agent_core::context::TokenCounter;
+use agent_core::event::{Event, EventKind};
+use agent_core::layer::Layer;
+use agent_core::model::Model;
+use agent_core::store::EventStore;
 use agent_layers::{BreakerPolicy, CircuitBreaker, FallbackModel, Retry, RetryPolicy};
 use agent_providers::{
     ANTHROPIC_DEFAULT_BASE_URL, Anthropic, DEFAULT_LOCAL_MODEL_FILE, JsonText, ModelSpec,
@@ -146,7 +150,7 @@ pub async fn build(
 
 async fn replayed(store: &dyn EventStore, session_id: &str) -> Result<Vec<Event>, ConfigError> {
     store.load(session_id).await.map_err(|err| match err {
-        agent_core::StoreError::NotFound(_) => ConfigError::new(format!(
+        agent_core::store::StoreError::NotFound(_) => ConfigError::new(format!(
             "--model replay:{session_id}: no session with that id in this store"
         )),
         other => ConfigError::new(format!(

@@ -7,9 +7,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::{
-    DeltaSink, EstimatedTokens, EventSink, EventStore, ExecutionStrategy, Tool, Toolbox, WorkQueue,
-};
+use agent_core::context::EstimatedTokens;
+use agent_core::delta::DeltaSink;
+use agent_core::sink::EventSink;
+use agent_core::store::EventStore;
+use agent_core::store::queue::WorkQueue;
+use agent_core::strategy::ExecutionStrategy;
+use agent_core::tool::{Tool, Toolbox};
 use agent_engine::Engine;
 use agent_strategies::{ApprovalPolicy, Hitl, PlanExecute, ReAct};
 use agent_tools::{CommandGate, DEFAULT_GATE_TIMEOUT};
@@ -167,7 +171,7 @@ pub enum SubmitError {
 /// [`Session`] with the queue and call `engine.submit` for each.
 pub async fn submit(
     config: &SessionConfig,
-    store: Arc<dyn agent_core::Store>,
+    store: Arc<dyn agent_core::store::Store>,
     task: impl Into<String>,
 ) -> Result<String, SubmitError> {
     let options = SessionOptions {

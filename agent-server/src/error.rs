@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use agent_core::StoreError;
+use agent_core::store::StoreError;
 use agent_engine::{ControlError, EngineError};
 use agent_runtime::control::DecisionError;
 use agent_runtime::{ConfigError, SubmitError};

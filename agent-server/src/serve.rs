@@ -88,7 +88,7 @@ pub async fn serve(
 async fn accept(
     listener: TcpListener,
     app: axum::Router,
-    shutdown: &agent_core::Cancellation,
+    shutdown: &agent_core::cancel::Cancellation,
     header_read_timeout: Duration,
 ) -> std::io::Result<()> {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use agent_core::{Cancellation, Store};
+use agent_core::cancel::Cancellation;
+use agent_core::store::Store;
 use agent_runtime::{Agents, DeltaHub};
 
 use crate::auth::{SharedTokens, Tokens};

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use agent_core::Store;
+use agent_core::store::Store;
 use tokio::sync::watch;
 
 /// How often a followed session's log is read for new events.

@@ -8,7 +8,7 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use agent_core::PublicStatus;
+use agent_core::state::PublicStatus;
 
 /// Where the page is served.
 pub(crate) const PAGE: &str = "/";

@@ -10,7 +10,8 @@
 //!   expire by the database's clock, and commits of concurrent sessions are
 //!   grouped.
 //!
-//! [`open_url`] opens a store from a `--store` URL.
+//! [`open_url`] opens a store from a `--store` URL; [`support`] holds helpers
+//! for those who write a store of their own.
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod error;
@@ -27,6 +28,7 @@ mod rows;
 mod sqlite;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod stats;
+pub mod support;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod url;
 

@@ -4,8 +4,9 @@
 //! callers, and an event that cannot be encoded fails its own append instead of
 //! its group's commit.
 
-use agent_core::store::support::started_task;
-use agent_core::{Event, StoreError};
+use crate::support::started_task;
+use agent_core::event::Event;
+use agent_core::store::StoreError;
 
 /// One event's row, its body already encoded.
 pub(crate) struct EventRow {
@@ -50,7 +51,7 @@ pub(crate) fn created_task(expected: u64, events: &[Event]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use agent_core::{Event, EventKind};
+    use agent_core::event::{Event, EventKind};
 
     use super::*;
 

@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use agent_core::StoreError;
+use agent_core::store::StoreError;
 
 /// Counters of what a store has committed, for benchmarks.
 #[derive(Debug, Default)]

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use agent_core::Store;
+use agent_core::store::Store;
 
 use crate::error::OpenError;
 #[cfg(feature = "postgres")]

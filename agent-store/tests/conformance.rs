@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use agent_core::Store;
+use agent_core::store::Store;
 use agent_store::MemoryStore;
 use agent_testkit::conformance::Opener;
 
@@ -35,7 +35,7 @@ mod sqlite {
         let path = std::env::temp_dir().join(format!(
             "agent-conformance-{}-{}.db",
             std::process::id(),
-            agent_core::new_session_id()
+            agent_core::id::new_session_id()
         ));
         Arc::new(move || {
             let path = path.clone();

@@ -17,9 +17,9 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_core::{
-    Append, Durability, Event, EventKind, EventLog, EventStore, PublicStatus, StoreError,
-};
+use agent_core::event::{Event, EventKind};
+use agent_core::state::PublicStatus;
+use agent_core::store::{Append, Durability, EventLog, EventStore, StoreError};
 use agent_store::{OpenError, PostgresStore, PostgresTarget, open_url};
 use agent_testkit::postgres::{fresh_database, test_url};
 use serde_json::json;
@@ -151,7 +151,7 @@ async fn sixteen_racing_first_opens_all_succeed() {
 async fn a_live_holder_elsewhere_keeps_its_lease_and_a_dead_one_here_loses_it() {
     let Some(url) = test_url() else { return };
     let store = open_url(&url, true).await.unwrap();
-    let session = agent_core::new_session_id();
+    let session = agent_core::id::new_session_id();
     let minute = Duration::from_secs(60);
     store.acquire_lease(&session, "a", minute).await.unwrap();
     let err = store
@@ -235,7 +235,7 @@ async fn child_writer() {
 async fn sixteen_writers_in_separate_processes_leave_a_gap_free_log_with_one_winner_per_seq() {
     let Some(url) = test_url() else { return };
     let store = open_url(&url, true).await.unwrap();
-    let session = agent_core::new_session_id();
+    let session = agent_core::id::new_session_id();
     store.append(next(&[started(&session)], 0)).await.unwrap();
     let wins = 10;
     let children: Vec<_> = (0..16)
@@ -311,7 +311,7 @@ async fn connections_killed_mid_append_lose_no_acknowledged_event_and_never_hang
         .map(|_| {
             let store = Arc::clone(&store);
             tokio::spawn(async move {
-                let session = agent_core::new_session_id();
+                let session = agent_core::id::new_session_id();
                 let mut acknowledged = 0u64;
                 let mut last = 0u64;
                 for _ in 0..30 {
@@ -405,7 +405,7 @@ async fn unreachable_servers_and_wrong_passwords_are_clear_and_never_show_the_pa
 /// in another transaction while `finish_session` runs, then committed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_queued_again_while_its_claim_finishes_is_left_for_a_worker() {
-    use agent_core::WorkQueue;
+    use agent_core::store::queue::WorkQueue;
     let Some(url) = test_url() else { return };
     let db = fresh_database(&url).await;
     let store = Arc::new(
@@ -489,7 +489,7 @@ async fn eventually(seconds: u64, what: &str, mut done: impl FnMut() -> bool) {
 /// after its listening connection was cut and opened again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_are_woken_by_notify_and_listen_again_after_their_connection_is_cut() {
-    use agent_core::WorkQueue;
+    use agent_core::store::queue::WorkQueue;
     let Some(url) = test_url() else { return };
     let db = fresh_database(&url).await;
     let connect = || async {

@@ -13,9 +13,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::{
-    Append, Durability, Event, EventKind, EventLog, LeaseStore, PublicStatus, StoreError,
-};
+use agent_core::event::{Event, EventKind};
+use agent_core::state::PublicStatus;
+use agent_core::store::{Append, Durability, EventLog, LeaseStore, StoreError};
 use agent_store::{OpenError, SqliteStore};
 use serde_json::json;
 

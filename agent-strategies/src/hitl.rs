@@ -9,7 +9,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use agent_core::{Decision, ExecutionStrategy, SessionState, StrategyError, ToolCall, ToolSpec};
+use agent_core::state::SessionState;
+use agent_core::strategy::{Decision, ExecutionStrategy, StrategyError};
+use agent_core::types::{ToolCall, ToolSpec};
 use serde_json::{Value, json};
 
 /// The record name under which the policy is kept in the log.

@@ -7,10 +7,10 @@
 
 use std::sync::Arc;
 
-use agent_core::{
-    Decision, ExecutionStrategy, ModelCall, PlanStep, SessionState, Status, StrategyError,
-    strict_json,
-};
+use agent_core::state::{SessionState, Status};
+use agent_core::strategy::{Decision, ExecutionStrategy, ModelCall, StrategyError};
+use agent_core::strict_json;
+use agent_core::types::PlanStep;
 use serde_json::{Value, json};
 
 const PLAN_CREATED: &str = "plan_created";
@@ -205,7 +205,7 @@ impl PlanExecute {
         if state.steps_used().saturating_sub(progress.phase_steps) >= self.steps_per_plan_step {
             if progress.failures >= self.replans {
                 return Ok(Decision::Fail {
-                    exit_reason: agent_core::ExitReason::MaxStepsExceeded,
+                    exit_reason: agent_core::result::ExitReason::MaxStepsExceeded,
                     error: format!(
                         "step {} of the plan did not finish within {} model responses, even after replanning",
                         index + 1,

@@ -2,7 +2,8 @@
 //! whole history; the tool calls it proposes in one turn run concurrently; a finish
 //! ends the run.
 
-use agent_core::{Decision, ExecutionStrategy, ModelCall, SessionState, Status, StrategyError};
+use agent_core::state::{SessionState, Status};
+use agent_core::strategy::{Decision, ExecutionStrategy, ModelCall, StrategyError};
 
 /// The system instructions ReAct sends with every model call.
 pub const REACT_INSTRUCTIONS: &str = "You are an agent that completes the user's task. \
@@ -89,7 +90,8 @@ impl ReAct {
 
 #[cfg(test)]
 mod tests {
-    use agent_core::{Action, Event, EventKind, Finish, ToolCall, Usage};
+    use agent_core::event::{Event, EventKind};
+    use agent_core::types::{Action, Finish, ToolCall, Usage};
     use serde_json::json;
 
     use super::*;

@@ -22,10 +22,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use agent_core::{
-    Append, Durability, Event, EventKind, EventStore, ExitReason, PublicStatus, QueuedAction,
-    Store, StoreError, ToolCall,
-};
+use agent_core::event::{Event, EventKind};
+use agent_core::result::ExitReason;
+use agent_core::state::PublicStatus;
+use agent_core::store::queue::QueuedAction;
+use agent_core::store::{Append, Durability, EventStore, Store, StoreError};
+use agent_core::types::ToolCall;
 use serde_json::json;
 
 /// Opens another handle onto the store under test; `None` skips the suite (a
@@ -39,7 +41,7 @@ fn unique(name: &str) -> String {
     format!(
         "{name}-{}-{}-{}",
         std::process::id(),
-        agent_core::now_millis(),
+        agent_core::event::now_millis(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     )
 }
@@ -388,7 +390,7 @@ async fn claim_mine(
     worker: &str,
     session: &str,
     ttl: Duration,
-) -> agent_core::SessionClaim {
+) -> agent_core::store::queue::SessionClaim {
     let mut others = Vec::new();
     let found = loop {
         match store.claim_session(worker, ttl).await.unwrap() {
@@ -583,7 +585,7 @@ pub async fn pages_walk_the_list_newest_first_without_gaps_or_repeats(open: &Ope
             let mut seen = Vec::new();
             let mut after = None;
             loop {
-                let query = agent_core::SessionQuery {
+                let query = agent_core::store::SessionQuery {
                     status,
                     limit: 2,
                     after: after.clone(),
@@ -591,7 +593,7 @@ pub async fn pages_walk_the_list_newest_first_without_gaps_or_repeats(open: &Ope
                 let page = store.sessions_page(&query).await.unwrap();
                 assert!(page.len() <= 2, "a page holds at most its limit");
                 let Some(last) = page.last() else { break };
-                after = Some(agent_core::SessionCursor::after(last));
+                after = Some(agent_core::store::SessionCursor::after(last));
                 seen.extend(page);
             }
             seen
@@ -632,7 +634,7 @@ pub async fn counts_follow_what_was_committed(open: &Opener) {
             &session,
             seq,
             EventKind::ActionCompleted {
-                observation: agent_core::Observation {
+                observation: agent_core::types::Observation {
                     call_id: id.into(),
                     tool_name: "calculator".into(),
                     content: "x".into(),
@@ -651,13 +653,13 @@ pub async fn counts_follow_what_was_committed(open: &Opener) {
         .await
         .unwrap();
     let after = store.counts().await.unwrap();
-    let kind = |counts: &agent_core::StoreCounts, kind: &str| {
+    let kind = |counts: &agent_core::store::StoreCounts, kind: &str| {
         counts.events.get(kind).copied().unwrap_or(0)
     };
     assert!(kind(&after, "action_completed") >= kind(&before, "action_completed") + 3);
     assert!(kind(&after, "session_started") > kind(&before, "session_started"));
     assert!(after.tool_errors >= before.tool_errors + 2);
-    let running = |counts: &agent_core::StoreCounts| {
+    let running = |counts: &agent_core::store::StoreCounts| {
         counts
             .sessions
             .get(&PublicStatus::Running)

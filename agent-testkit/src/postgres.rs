@@ -31,7 +31,7 @@ pub async fn fresh_database(url: &str) -> String {
     let name = format!(
         "agent_test_{}_{}_{}",
         std::process::id(),
-        agent_core::now_millis(),
+        agent_core::event::now_millis(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     );
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)

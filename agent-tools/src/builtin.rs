@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use agent_core::Tool;
+use agent_core::tool::Tool;
 
 use crate::calculator::Calculator;
 use crate::code::{CommandPolicy, EditFile, ListDir, ReadFile, RunCommand, Search, WriteFile};

@@ -1,6 +1,6 @@
 //! The `calculator` tool: one arithmetic operation on two numbers.
 
-use agent_core::{ToolContext, ToolError};
+use agent_core::tool::{ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 

@@ -234,7 +234,7 @@ fn private_temp_dir() -> Result<PrivateTemp, String> {
         let dir = std::env::temp_dir().join(format!(
             "agent-children-{}-{}-{}",
             std::process::id(),
-            agent_core::now_millis(),
+            agent_core::event::now_millis(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use agent_core::{ToolContext, ToolError};
+use agent_core::tool::{ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -82,7 +82,7 @@ mod tests {
     use std::path::Path;
     use std::sync::Arc;
 
-    use agent_core::Tool;
+    use agent_core::tool::Tool;
     use serde_json::json;
 
     use super::*;

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use agent_core::{CompletionGate, GateRefusal};
+use agent_core::gate::{CompletionGate, GateRefusal};
 use async_trait::async_trait;
 
 use crate::code::run_program;

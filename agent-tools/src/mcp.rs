@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::confine::ChildPolicy;
-use agent_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use agent_core::tool::{Tool, ToolContext, ToolError, ToolOutput};
+use agent_core::types::ToolSpec;
 use async_trait::async_trait;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use rmcp::service::{RoleClient, RunningService, ServiceExt};

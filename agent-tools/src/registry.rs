@@ -3,15 +3,15 @@
 
 use std::sync::Arc;
 
-use agent_core::{
-    DuplicateTool, Layer, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, Toolbox,
-};
+use agent_core::layer::Layer;
+use agent_core::tool::{DuplicateTool, Tool, ToolContext, ToolError, ToolOutput, Toolbox};
+use agent_core::types::ToolSpec;
 use agent_layers::Timeout;
 use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::typed::{Typed, TypedTool};
-use agent_core::{ArgumentValidator, InvalidSchema};
+use agent_core::schema::{ArgumentValidator, InvalidSchema};
 
 /// Why a tool could not be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

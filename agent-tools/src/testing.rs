@@ -1,6 +1,6 @@
 //! Contract checks for tests: does a tool's handler accept what its spec promises?
 
-use agent_core::{Tool, ToolContext, ToolError};
+use agent_core::tool::{Tool, ToolContext, ToolError};
 use serde_json::Value;
 
 /// Calls `tool` once per value of every `enum` in its input schema's top-level

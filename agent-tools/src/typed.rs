@@ -7,7 +7,8 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::time::Duration;
 
-use agent_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use agent_core::tool::{Tool, ToolContext, ToolError, ToolOutput};
+use agent_core::types::ToolSpec;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -39,7 +40,7 @@ pub trait TypedTool: ToolArguments {
     fn invoke<'a>(self, ctx: &'a ToolContext, state: &'a Self::State) -> ToolFuture<'a>;
 }
 
-pub use agent_core::input_schema_for;
+pub use agent_core::schema::input_schema_for;
 
 /// The [`Tool`] of a [`TypedTool`]: its spec, computed once, and its state.
 pub struct Typed<T: TypedTool> {

@@ -8,7 +8,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use agent_core::ToolError;
+use agent_core::tool::ToolError;
 use cap_std::fs::{Dir, MetadataExt};
 
 /// The longest path the tools accept, in bytes (Linux's `PATH_MAX`).

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_core::{Tool, ToolContext, ToolError};
+use agent_core::tool::{Tool, ToolContext, ToolError};
 use agent_tools::Typed;
 use agent_tools::code::{
     CommandPolicy, EditFile, ListDir, ReadFile, RunCommand, Search, WriteFile,

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_core::{ToolContext, ToolError};
+use agent_core::tool::{ToolContext, ToolError};
 use agent_tools::McpServer;
 use serde_json::json;
 

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use agent_core::{Tool, ToolContext};
+use agent_core::tool::{Tool, ToolContext};
 use agent_tools::code::{EditFile, ListDir, ReadFile, WriteFile};
 use agent_tools::{AppendLine, Typed};
 use serde_json::{Value, json};

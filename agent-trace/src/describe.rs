@@ -2,7 +2,8 @@
 //! kind's name, on one line. The live console of `agent run` and the timeline of
 //! `agent show` both print it, so an event reads the same everywhere.
 
-use agent_core::{Action, ApprovalDecision, EventKind, LastAnswerKind};
+use agent_core::event::{ApprovalDecision, EventKind, LastAnswerKind};
+use agent_core::types::Action;
 
 /// What `kind` says, on one line (parallel calls are joined with `; `).
 pub fn describe(kind: &EventKind) -> String {
@@ -177,7 +178,7 @@ fn last_answer_name(kind: LastAnswerKind) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use agent_core::{Observation, ToolCall};
+    use agent_core::types::{Observation, ToolCall};
     use serde_json::json;
 
     use super::*;

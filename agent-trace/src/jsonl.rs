@@ -6,7 +6,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use agent_core::{Event, EventSink, SinkError};
+use agent_core::event::Event;
+use agent_core::sink::{EventSink, SinkError};
 
 use crate::lines::trace_lines;
 use crate::summary::ContentMode;

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use agent_core::{Action, ApprovalDecision, Event, EventKind, ExitReason, ToolCall};
+use agent_core::event::{ApprovalDecision, Event, EventKind};
+use agent_core::result::ExitReason;
+use agent_core::types::{Action, ToolCall};
 use serde_json::{Map, Value, json};
 
 use crate::summary::ContentMode;
@@ -303,7 +305,8 @@ fn action_fields(actions: &[Action], mode: ContentMode) -> Map<String, Value> {
 
 #[cfg(test)]
 mod tests {
-    use agent_core::{BudgetKind, Finish, Observation, Usage};
+    use agent_core::result::BudgetKind;
+    use agent_core::types::{Finish, Observation, Usage};
 
     use super::*;
 

@@ -5,7 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use agent_core::{Event, SessionState};
+use agent_core::event::Event;
+use agent_core::state::SessionState;
 use serde_json::{Map, Value, json};
 
 use crate::lines::trace_lines;

@@ -1,12 +1,11 @@
 //! The store contract, in small traits: [`EventLog`] (append-only per-session
 //! logs with optimistic concurrency), [`SessionIndex`], [`LeaseStore`] and
 //! [`SnapshotStore`]; [`EventStore`] is all four, what the engine asks for.
-//! `agent-store` implements them (in memory, SQLite, PostgreSQL); [`support`]
-//! holds helpers for those who write a store, and `agent-testkit` a conformance
-//! suite every store passes.
+//! `agent-store` implements them (in memory, SQLite, PostgreSQL) and holds
+//! helpers for those who write a store (`agent_store::support`);
+//! `agent-testkit` has a conformance suite every store passes.
 
 pub mod queue;
-pub mod support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -110,7 +109,7 @@ pub struct Append<'a> {
     /// The events, carrying seqs `expected_seq + 1, expected_seq + 2, …`.
     pub events: &'a [Event],
     /// The session's public status once these events apply, from the writer's
-    /// fold of the log ([`SessionState::status`](crate::SessionState::status)):
+    /// fold of the log ([`SessionState::status`](crate::state::SessionState::status)):
     /// what session listings show, so a store never derives it on its own.
     pub status: PublicStatus,
     /// How durable the commit must be before `append` returns.

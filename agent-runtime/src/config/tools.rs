@@ -7,7 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::{Stack, Tool, Toolbox};
+use agent_core::layer::Stack;
+use agent_core::tool::{Tool, Toolbox};
 use agent_layers::{BreakerPolicy, CircuitBreaker, Retry, RetryPolicy, Timeout};
 use agent_tools::{
     BUILTIN_TOOLS, BuiltinOptions, ChildPolicy, McpServer, ToolRegistry, builtin_tool,

@@ -9,11 +9,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use agent_core::cancel::Cancellation;
+use agent_core::event::{Event, EventKind};
+use agent_core::state::SessionState;
+use agent_core::store::queue::ActionClaim;
+use agent_core::store::{Append, Durability, StoreError};
 use agent_core::telemetry;
-use agent_core::{
-    ActionClaim, Append, Cancellation, Durability, Event, EventKind, Observation, SessionState,
-    StoreError, Toolbox,
-};
+use agent_core::tool::Toolbox;
+use agent_core::types::Observation;
 use agent_engine::{CallObserver, EngineError, INTERRUPTED, Timed, call_result_event, load_state};
 use tokio::sync::Mutex;
 use tracing::Instrument;
@@ -40,7 +43,7 @@ impl ToolCache {
     pub(super) async fn toolbox(
         &self,
         config: &SessionConfig,
-        extra: &[Arc<dyn agent_core::Tool>],
+        extra: &[Arc<dyn agent_core::tool::Tool>],
     ) -> Result<Toolbox, String> {
         let key = serde_json::json!({
             "tools": config.tools(), "allow_cmd": config.allow_cmd(), "mcp": config.mcp(),
@@ -269,12 +272,12 @@ async fn call(
         .cloned()
         .ok_or_else(|| format!("no tool `{}` in its configuration here", call.tool_name))?;
     let observer = CallObserver::new(call);
-    let ctx = agent_core::ToolContext {
+    let ctx = agent_core::tool::ToolContext {
         session_id: claim.action.session_id.clone(),
         call_id: call.id.clone(),
         attempt: claim.attempt,
         workspace: Arc::from(config.workspace()),
-        observer: Arc::clone(&observer) as Arc<dyn agent_core::LayerObserver>,
+        observer: Arc::clone(&observer) as Arc<dyn agent_core::layer::LayerObserver>,
         cancel: Cancellation::new(),
     };
     let arguments = call.arguments.clone();

@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
-use agent_core::{EventKind, ExitReason, SessionClaim, StoreError};
+use agent_core::event::EventKind;
+use agent_core::result::ExitReason;
+use agent_core::store::StoreError;
+use agent_core::store::queue::SessionClaim;
 use agent_engine::{Drive, EngineError};
 
 use super::Shared;

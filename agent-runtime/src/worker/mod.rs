@@ -20,7 +20,10 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_core::{Cancellation, DeltaSink, Store, Tool};
+use agent_core::cancel::Cancellation;
+use agent_core::delta::DeltaSink;
+use agent_core::store::Store;
+use agent_core::tool::Tool;
 use tokio::task::JoinSet;
 
 use self::action::ToolCache;
@@ -176,7 +179,7 @@ struct Shared {
 
 impl Shared {
     /// Says that claiming failed, once until claiming works again.
-    fn claim_failed(&self, what: &str, err: &agent_core::StoreError) {
+    fn claim_failed(&self, what: &str, err: &agent_core::store::StoreError) {
         if !self
             .claims_failing
             .swap(true, std::sync::atomic::Ordering::Relaxed)

@@ -7,7 +7,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use agent_core::StoreError;
+use agent_core::store::StoreError;
 
 use super::Shared;
 

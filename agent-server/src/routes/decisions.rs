@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use agent_core::{PublicStatus, RunResult, SessionState};
+use agent_core::result::RunResult;
+use agent_core::state::{PublicStatus, SessionState};
 use agent_engine::{ControlError, cancel_session, fork_session, pause_session};
 use agent_runtime::control::{self, Requeued, queue_again};
 

@@ -25,7 +25,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, watch};
 use utoipa::{IntoParams, ToSchema};
 
-use agent_core::{Event, ModelDelta, PublicStatus, SessionState};
+use agent_core::delta::ModelDelta;
+use agent_core::event::Event;
+use agent_core::state::{PublicStatus, SessionState};
 use agent_runtime::SessionDelta;
 
 use crate::error::{ApiError, ErrorBody};
@@ -93,7 +95,7 @@ fn views_after(
     session: &mut SessionState,
     events: Vec<Event>,
     after: u64,
-) -> Result<Vec<EventView>, agent_core::StateError> {
+) -> Result<Vec<EventView>, agent_core::state::StateError> {
     let mut views = Vec::new();
     for event in events {
         session.apply(&event)?;

@@ -6,7 +6,7 @@ use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use agent_core::SessionQuery;
+use agent_core::store::SessionQuery;
 
 use crate::error::{ApiError, ErrorBody};
 use crate::state::ServerState;

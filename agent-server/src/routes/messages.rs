@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use agent_core::PublicStatus;
+use agent_core::state::PublicStatus;
 use agent_runtime::control::{MessageSent, send_message};
 
 use super::JsonBody;

@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 
-use agent_core::PublicStatus;
+use agent_core::state::PublicStatus;
 
 use crate::error::{ApiError, ErrorBody};
 use crate::state::ServerState;

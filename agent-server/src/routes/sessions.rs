@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
-use agent_core::{
-    PublicStatus, RunResult, RunUsage, SessionCursor, SessionQuery, SessionState, ToolCall,
-    ToolSpec,
-};
+use agent_core::result::{RunResult, RunUsage};
+use agent_core::state::{PublicStatus, SessionState};
+use agent_core::store::{SessionCursor, SessionQuery};
+use agent_core::types::{ToolCall, ToolSpec};
 use agent_runtime::{AgentSpec, SessionConfig, builtin_registry};
 
 use super::JsonBody;

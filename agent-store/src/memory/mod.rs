@@ -11,9 +11,9 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::Notify;
 
+use crate::support::{check_batch, started_task, ttl_millis};
 use agent_core::event::{Event, now_millis};
 use agent_core::state::PublicStatus;
-use agent_core::store::support::{check_batch, started_task, ttl_millis};
 use agent_core::store::{
     Append, EventLog, LeaseStore, SessionIndex, SessionSummary, SnapshotStore, StoreError,
 };

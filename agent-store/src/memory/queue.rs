@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::support::ttl_millis;
 use agent_core::event::now_millis;
 use agent_core::store::StoreError;
 use agent_core::store::queue::{
     ActionClaim, QueueView, QueuedAction, QueuedActionView, QueuedSessionView, SessionClaim,
     WorkQueue,
 };
-use agent_core::store::support::ttl_millis;
 
 use super::{MemoryStore, locked};
 

@@ -1,9 +1,8 @@
 //! The session index of a PostgreSQL store: listings and pages from
 //! `agent.sessions` (newest first, by its creation index), and counts for metrics.
 
-use agent_core::{
-    PublicStatus, SessionIndex, SessionQuery, SessionSummary, StoreCounts, StoreError,
-};
+use agent_core::state::PublicStatus;
+use agent_core::store::{SessionIndex, SessionQuery, SessionSummary, StoreCounts, StoreError};
 use async_trait::async_trait;
 use tokio_postgres::Row;
 

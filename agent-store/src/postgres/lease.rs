@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use agent_core::StoreError;
+use agent_core::store::StoreError;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 

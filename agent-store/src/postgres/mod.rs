@@ -3,7 +3,7 @@
 //!
 //! Appends are grouped ([`writer`]): all appends waiting at a moment commit in one
 //! call and one transaction, each acknowledged after that commit, with
-//! `synchronous_commit` on for [`Durability::Full`](agent_core::Durability::Full).
+//! `synchronous_commit` on for [`Durability::Full`](agent_core::store::Durability::Full).
 //! Conflicts are a compare-and-set on the session's row, so a stale append writes
 //! nothing. Reads, leases ([`lease`]) and snapshots use a connection pool. Every
 //! operation is bounded in time; no message names a password.
@@ -20,11 +20,9 @@ mod writer;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::store::support::check_batch;
-use agent_core::{
-    Append, Event, EventKind, EventLog, LeaseStore, SCHEMA_VERSION as EVENT_SCHEMA_VERSION,
-    SnapshotStore, StoreError,
-};
+use crate::support::check_batch;
+use agent_core::event::{Event, EventKind, SCHEMA_VERSION as EVENT_SCHEMA_VERSION};
+use agent_core::store::{Append, EventLog, LeaseStore, SnapshotStore, StoreError};
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use serde_json::Value;

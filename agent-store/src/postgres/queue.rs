@@ -8,10 +8,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use agent_core::{
+use agent_core::store::StoreError;
+use agent_core::store::queue::{
     ActionClaim, QueueView, QueuedAction, QueuedActionView, QueuedSessionView, SessionClaim,
-    StoreError, ToolCall, WorkQueue,
+    WorkQueue,
 };
+use agent_core::types::ToolCall;
 use async_trait::async_trait;
 use tokio::sync::Notify;
 use tokio_postgres::{AsyncMessage, NoTls};

@@ -9,7 +9,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::{Durability, PublicStatus, StoreError};
+use agent_core::state::PublicStatus;
+use agent_core::store::{Durability, StoreError};
 use deadpool_postgres::Pool;
 use tokio::sync::{Mutex, mpsc, oneshot};
 

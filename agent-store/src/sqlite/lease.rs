@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
-use agent_core::store::support::ttl_millis;
-use agent_core::{StoreError, now_millis};
+use crate::support::ttl_millis;
+use agent_core::event::now_millis;
+use agent_core::store::StoreError;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::sql_error;

@@ -18,8 +18,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-use agent_core::store::support::check_batch;
-use agent_core::{Append, Event, EventLog, LeaseStore, SnapshotStore, StoreError};
+use crate::support::check_batch;
+use agent_core::event::Event;
+use agent_core::store::{Append, EventLog, LeaseStore, SnapshotStore, StoreError};
 use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde_json::Value;

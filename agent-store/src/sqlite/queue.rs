@@ -5,11 +5,14 @@
 
 use std::time::Duration;
 
-use agent_core::store::support::ttl_millis;
-use agent_core::{
+use crate::support::ttl_millis;
+use agent_core::event::now_millis;
+use agent_core::store::StoreError;
+use agent_core::store::queue::{
     ActionClaim, QueueView, QueuedAction, QueuedActionView, QueuedSessionView, SessionClaim,
-    StoreError, ToolCall, WorkQueue, now_millis,
+    WorkQueue,
 };
+use agent_core::types::ToolCall;
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 

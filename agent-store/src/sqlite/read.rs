@@ -1,6 +1,7 @@
 //! Reading an SQLite store's logs.
 
-use agent_core::{Event, EventKind, SCHEMA_VERSION as EVENT_SCHEMA_VERSION, StoreError};
+use agent_core::event::{Event, EventKind, SCHEMA_VERSION as EVENT_SCHEMA_VERSION};
+use agent_core::store::StoreError;
 use rusqlite::{Connection, params};
 
 use super::sql_error;

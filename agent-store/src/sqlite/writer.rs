@@ -7,7 +7,9 @@
 
 use std::sync::mpsc;
 
-use agent_core::{Durability, Event, PublicStatus, StoreError};
+use agent_core::event::Event;
+use agent_core::state::PublicStatus;
+use agent_core::store::{Durability, StoreError};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use tokio::sync::oneshot;
 

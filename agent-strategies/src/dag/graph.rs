@@ -8,10 +8,14 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
-use agent_core::{
-    Action, Decision, ExecutionStrategy, ExitReason, ModelContext, ModelRequest, SessionState,
-    StrategyError, StrategyWork, ToolCall, ToolContext, Work, WorkContext, WorkRecord,
+use agent_core::model::{ModelContext, ModelRequest};
+use agent_core::result::ExitReason;
+use agent_core::state::SessionState;
+use agent_core::strategy::{
+    Decision, ExecutionStrategy, StrategyError, StrategyWork, Work, WorkContext, WorkRecord,
 };
+use agent_core::tool::ToolContext;
+use agent_core::types::{Action, ToolCall};
 use async_trait::async_trait;
 use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -363,7 +367,7 @@ struct NodeJob {
 }
 
 impl NodeJob {
-    fn completed(&self, output: Value, usage: Option<agent_core::Usage>) -> WorkRecord {
+    fn completed(&self, output: Value, usage: Option<agent_core::types::Usage>) -> WorkRecord {
         WorkRecord {
             name: NODE_COMPLETED.into(),
             data: json!({"node": self.name, "output": output}),
@@ -376,7 +380,7 @@ impl NodeJob {
         format!("node:{}", self.name)
     }
 
-    fn failed(&self, error: String, usage: Option<agent_core::Usage>) -> WorkRecord {
+    fn failed(&self, error: String, usage: Option<agent_core::types::Usage>) -> WorkRecord {
         WorkRecord {
             name: NODE_FAILED.into(),
             data: json!({"node": self.name, "error": error}),
@@ -416,10 +420,12 @@ impl StrategyWork for NodeJob {
                             ),
                         }
                     }
-                    Err(agent_core::ModelError::InvalidOutput { message, usage, .. }) => {
-                        self.failed(message, Some(usage))
+                    Err(agent_core::model::ModelError::InvalidOutput {
+                        message, usage, ..
+                    }) => self.failed(message, Some(usage)),
+                    Err(err) => {
+                        self.failed(err.to_string(), Some(agent_core::types::Usage::default()))
                     }
-                    Err(err) => self.failed(err.to_string(), Some(agent_core::Usage::default())),
                 }
             }
             NodeKind::Tool { tool, arguments } => {

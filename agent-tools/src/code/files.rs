@@ -2,7 +2,7 @@
 //! `edit_file`. Every path is checked by [`resolve_in_workspace`](crate::workspace::resolve_in_workspace) and opened
 //! beneath the workspace root ([`Beneath`]).
 
-use agent_core::{ToolContext, ToolError};
+use agent_core::tool::{ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 

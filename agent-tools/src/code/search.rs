@@ -2,7 +2,7 @@
 //! ripgrep (the `ignore` crate): `.gitignore` and hidden files respected, also
 //! outside a git repository, binary and huge files skipped.
 
-use agent_core::{ToolContext, ToolError};
+use agent_core::tool::{ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::io::Read;

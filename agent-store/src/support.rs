@@ -1,10 +1,10 @@
-//! Helpers for implementers of [`EventStore`](super::EventStore): checking an
+//! Helpers for implementers of [`EventStore`](agent_core::store::EventStore): checking an
 //! append batch, reading a session's task, lease arithmetic.
 
 use std::time::Duration;
 
-use super::StoreError;
-use crate::event::{Event, EventKind};
+use agent_core::event::{Event, EventKind};
+use agent_core::store::StoreError;
 
 /// The task recorded by a `SessionStarted` event, if `event` is one.
 pub fn started_task(event: &Event) -> Option<&str> {

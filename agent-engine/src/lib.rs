@@ -16,6 +16,7 @@
 //!   approve or deny a call, cancel, pause, fork.
 //! - [`snapshot`]: a session's state saved beside its log, so a long session
 //!   loads without folding every event.
+//! - [`telemetry`]: the spans of runs, model calls and tool calls.
 //! - [`call`]: how one tool call's outcome becomes events, the same in the
 //!   engine's process and on a worker.
 
@@ -26,6 +27,7 @@ mod engine;
 mod error;
 pub mod guards;
 pub mod snapshot;
+pub mod telemetry;
 
 pub use call::{CallObserver, Timed, call_result_event};
 pub use context::{ContextSpec, ContextSpecError, KeepAll, LastTurns, Summarise, TokenWindow};

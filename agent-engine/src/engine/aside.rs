@@ -13,9 +13,9 @@ use super::outcome::{Reply, failure_event, record_chat};
 use super::reports::{ModelReports, Reports};
 use crate::call::Timed;
 use crate::error::EngineError;
+use crate::telemetry;
 use agent_core::cancel::Cancellation;
 use agent_core::model::{CallPurpose, ModelContext, ModelError, ModelRequest, ModelResponse};
-use agent_core::telemetry;
 
 /// How an aside call ended, and what the layers reported meanwhile.
 pub(super) struct Aside {

@@ -15,13 +15,13 @@ use super::work_set::WorkSet;
 use super::{Drive, Engine};
 use crate::error::EngineError;
 use crate::guards::{check_all, earliest_deadline};
+use crate::telemetry;
 use agent_core::event::{Event, EventKind};
 use agent_core::guard::{Checkpoint, Deadline, GuardContext, Verdict};
 use agent_core::result::ExitReason;
 use agent_core::state::SessionState;
 use agent_core::store::Durability;
 use agent_core::strategy::Decision;
-use agent_core::telemetry;
 use tracing::Instrument;
 
 /// How a bounded wait ended.

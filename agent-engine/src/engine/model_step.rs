@@ -11,6 +11,7 @@ use super::hooks::HookPoint;
 use super::outcome::{failure_event, record_chat};
 use super::reports::{ModelReports, Reports};
 use crate::error::EngineError;
+use crate::telemetry;
 use agent_core::cancel::Cancellation;
 use agent_core::context::ContextInput;
 use agent_core::event::EventKind;
@@ -18,7 +19,6 @@ use agent_core::guard::Checkpoint;
 use agent_core::model::{CallPurpose, ModelContext, ModelRequest, ModelResponse};
 use agent_core::state::Status;
 use agent_core::strategy::ModelCall;
-use agent_core::telemetry;
 use agent_core::types::Action;
 use tracing::Instrument;
 

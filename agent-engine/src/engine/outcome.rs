@@ -6,10 +6,10 @@
 use tracing::Span;
 
 use super::driver::{Bounded, internal_failure};
+use crate::telemetry;
 use agent_core::event::EventKind;
 use agent_core::model::{ModelError, ModelResponse};
 use agent_core::result::ExitReason;
-use agent_core::telemetry;
 use agent_core::types::{Action, Usage};
 
 /// What a side call's answer holds.

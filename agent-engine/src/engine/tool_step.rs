@@ -16,13 +16,13 @@ use super::repeat::repeat_message;
 use super::running::{Calls, Pending};
 use crate::call::{CallObserver, outcome_event};
 use crate::error::EngineError;
+use crate::telemetry;
 use agent_core::cancel::Cancellation;
 use agent_core::event::EventKind;
 use agent_core::guard::Checkpoint;
 use agent_core::state::Status;
 use agent_core::store::Durability;
 use agent_core::store::queue::QueuedAction;
-use agent_core::telemetry;
 use agent_core::tool::{Tool, ToolContext};
 use agent_core::types::{Observation, ToolCall};
 

@@ -7,15 +7,14 @@
 use agent::event::EventKind;
 use agent::state::SessionState;
 use agent_runtime::control::{Requeued, queue_again};
-use agent_runtime::{AgentSpec, Session, SessionConfig};
+use agent_runtime::{AgentSpec, SessionConfig};
 use serde_json::json;
 
 use crate::cli::ResumeArgs;
 use crate::console::report;
 use crate::error::{CliError, inconsistent};
-use crate::interrupt::{StopSignals, report_stop};
 use crate::output::{print, print_json};
-use crate::run_setup::{current_dir, sinks};
+use crate::run_setup::{Drive, current_dir, drive_session};
 use crate::store;
 
 /// Resumes the session; returns the exit code of its RunResult.
@@ -37,21 +36,10 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, CliError> {
     }
     let mut config = SessionConfig::resolve(&args.flags.spec, Some(&recorded), &current_dir()?)?;
     crate::confinement::note(&mut config, args.flags.json);
-    let mut stops = StopSignals::listen()?;
-    let (options, progress) = sinks(&args.flags);
-    let session = Session::open(&config, store.clone(), options).await?;
-    let outcome = tokio::select! {
-        outcome = session.engine.resume(&args.session_id) => Ok(outcome),
-        stop = stops.next() => Err(stop),
+    let drive = Drive::Resume {
+        session_id: &args.session_id,
     };
-    session.shutdown().await;
-    if let Some(progress) = progress {
-        progress.finish();
-    }
-    match outcome {
-        Ok(outcome) => report(&outcome?, args.flags.json),
-        Err(stop) => Ok(report_stop(stop, store.as_ref(), &args.session_id).await),
-    }
+    drive_session(&config, &store, &args.flags, drive).await
 }
 
 /// The configuration a stored session runs with now: the one it recorded at

@@ -7,16 +7,14 @@
 
 use agent::state::SessionState;
 use agent_runtime::control::{is_running, message_running};
-use agent_runtime::{AgentSpec, Session, SessionConfig};
+use agent_runtime::{AgentSpec, SessionConfig};
 use serde_json::json;
 
 use crate::cli::SendArgs;
 use crate::commands::resume::recorded_config;
-use crate::console::report;
 use crate::error::{CliError, inconsistent};
-use crate::interrupt::{StopSignals, report_stop};
 use crate::output::{print, print_json};
-use crate::run_setup::{current_dir, sinks};
+use crate::run_setup::{Drive, current_dir, drive_session};
 use crate::store;
 
 /// Runs the next turn; returns the exit code of its RunResult.
@@ -42,21 +40,12 @@ pub async fn send(args: SendArgs) -> Result<u8, CliError> {
     };
     crate::confinement::note(&mut config, args.flags.json);
     let changed = (*options != AgentSpec::default()).then(|| config.to_value());
-    let mut stops = StopSignals::listen()?;
-    let (session_options, progress) = sinks(&args.flags);
-    let session = Session::open(&config, store.clone(), session_options).await?;
-    let outcome = tokio::select! {
-        outcome = session.engine.send(&args.session_id, &args.message, changed) => Ok(outcome),
-        stop = stops.next() => Err(stop),
+    let drive = Drive::Send {
+        session_id: &args.session_id,
+        message: &args.message,
+        config: changed,
     };
-    session.shutdown().await;
-    if let Some(progress) = progress {
-        progress.finish();
-    }
-    match outcome {
-        Ok(outcome) => report(&outcome?, args.flags.json),
-        Err(stop) => Ok(report_stop(stop, store.as_ref(), &args.session_id).await),
-    }
+    drive_session(&config, &store, &args.flags, drive).await
 }
 
 /// Adds the message to a running session as its policy says; prints what was

@@ -24,6 +24,30 @@ pub(super) struct Aside {
 }
 
 impl Driver<'_> {
+    /// The context of a model call for `purpose` at `step`, whose layers
+    /// report to `reports`. A step's answer and a last answer (the run's
+    /// answer) are streamed as they come; summaries and reflections are
+    /// bookkeeping.
+    pub(super) fn model_context(
+        &self,
+        step: u32,
+        purpose: CallPurpose,
+        reports: &Arc<Reports>,
+    ) -> ModelContext {
+        ModelContext {
+            session_id: self.state.session_id().to_owned(),
+            step,
+            observer: Arc::new(ModelReports(Arc::clone(reports))),
+            cancel: Cancellation::new(),
+            purpose,
+            deltas: self
+                .engine
+                .deltas
+                .clone()
+                .filter(|_| matches!(purpose, CallPurpose::Step | CallPurpose::LastAnswer)),
+        }
+    }
+
     /// Asks the model `request` for `purpose` at `step`, bounded by the run's
     /// deadline and the log moving, records the layers' reports and reads the
     /// reply. `None` when the step is over without one: the deadline's event
@@ -64,19 +88,7 @@ impl Driver<'_> {
     ) -> Aside {
         let engine = self.engine;
         let reports = Arc::new(Reports::default());
-        let ctx = ModelContext {
-            session_id: self.state.session_id().to_owned(),
-            step,
-            observer: Arc::new(ModelReports(Arc::clone(&reports))),
-            cancel: Cancellation::new(),
-            purpose,
-            // A last answer is the run's answer, shown as it comes like a
-            // step's; summaries and reflections are bookkeeping.
-            deltas: engine
-                .deltas
-                .clone()
-                .filter(|_| purpose == CallPurpose::LastAnswer),
-        };
+        let ctx = self.model_context(step, purpose, &reports);
         let span = telemetry::chat_span(self.state.session_id(), step, &engine.model.identity());
         let call = engine
             .model

@@ -9,14 +9,13 @@ use std::sync::Arc;
 use super::driver::{Bounded, Driver};
 use super::hooks::HookPoint;
 use super::outcome::{failure_event, record_chat};
-use super::reports::{ModelReports, Reports};
+use super::reports::Reports;
 use crate::error::EngineError;
 use crate::telemetry;
-use agent_core::cancel::Cancellation;
 use agent_core::context::ContextInput;
 use agent_core::event::EventKind;
 use agent_core::guard::Checkpoint;
-use agent_core::model::{CallPurpose, ModelContext, ModelRequest, ModelResponse};
+use agent_core::model::{CallPurpose, ModelRequest, ModelResponse};
 use agent_core::state::Status;
 use agent_core::strategy::ModelCall;
 use agent_core::types::Action;
@@ -92,14 +91,7 @@ impl Driver<'_> {
                 .map(|schema| Arc::clone(schema.schema())),
         };
         let reports = Arc::new(Reports::default());
-        let ctx = ModelContext {
-            session_id: self.state.session_id().to_owned(),
-            step,
-            observer: Arc::new(ModelReports(Arc::clone(&reports))),
-            cancel: Cancellation::new(),
-            purpose: CallPurpose::Step,
-            deltas: engine.deltas.clone(),
-        };
+        let ctx = self.model_context(step, CallPurpose::Step, &reports);
         let span = telemetry::chat_span(self.state.session_id(), step, &engine.model.identity());
         if engine.record_content {
             let input = serde_json::json!({"task": &request.task, "history": &*request.history});

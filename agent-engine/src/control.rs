@@ -5,7 +5,7 @@
 use agent_core::event::{ApprovalDecision, Event, EventKind};
 use agent_core::id::new_session_id;
 use agent_core::state::{SessionState, StateError, Status};
-use agent_core::store::{Append, Durability, EventStore, StoreError};
+use agent_core::store::{Append, Durability, EventLog, EventStore, StoreError};
 
 /// How many times a control operation retries after losing a race with the engine.
 const CONFLICT_RETRIES: usize = 20;
@@ -231,23 +231,40 @@ pub async fn cancel_session(
                 action: "cancel",
             });
         }
-        let event = Event::new(
-            session_id,
-            state.last_seq() + 1,
-            EventKind::Cancelled {
-                reason: reason.to_owned(),
-            },
-        );
-        state.apply(&event)?;
-        match store
-            .append(Append::after(&state, &[event], Durability::Full))
-            .await
-        {
+        let cancelled = EventKind::Cancelled {
+            reason: reason.to_owned(),
+        };
+        match append_next(store, &mut state, cancelled).await {
             Ok(()) => return Ok(state),
-            Err(StoreError::Conflict { .. }) if attempts < CONFLICT_RETRIES => attempts += 1,
-            Err(err) => return Err(err.into()),
+            Err(ControlError::Store(StoreError::Conflict { .. }))
+                if attempts < CONFLICT_RETRIES =>
+            {
+                attempts += 1;
+            }
+            Err(err) => return Err(err),
         }
     }
+}
+
+/// Applies `kind` as the next event of `state` and appends it durably after
+/// it: what a person's or a program's action on a stored session writes. A
+/// `Store(StoreError::Conflict)` means someone wrote first: load the log and
+/// decide again.
+pub async fn append_next(
+    store: &dyn EventLog,
+    state: &mut SessionState,
+    kind: EventKind,
+) -> Result<(), ControlError> {
+    let event = Event::new(state.session_id(), state.last_seq() + 1, kind);
+    state.apply(&event)?;
+    store
+        .append(Append::after(
+            state,
+            std::slice::from_ref(&event),
+            Durability::Full,
+        ))
+        .await?;
+    Ok(())
 }
 
 /// How long `pause_session` holds the lease of a session nobody drives while
@@ -300,18 +317,18 @@ pub async fn pause_session(
         } else {
             EventKind::PauseRequested { by: by.to_owned() }
         };
-        let event = Event::new(session_id, state.last_seq() + 1, kind);
-        state.apply(&event)?;
-        let appended = store
-            .append(Append::after(&state, &[event], Durability::Full))
-            .await;
+        let appended = append_next(store, &mut state, kind).await;
         if held {
             let _ = store.release_lease(session_id, &owner).await;
         }
         match appended {
             Ok(()) => return Ok(state),
-            Err(StoreError::Conflict { .. }) if attempts < CONFLICT_RETRIES => attempts += 1,
-            Err(err) => return Err(err.into()),
+            Err(ControlError::Store(StoreError::Conflict { .. }))
+                if attempts < CONFLICT_RETRIES =>
+            {
+                attempts += 1;
+            }
+            Err(err) => return Err(err),
         }
     }
 }

@@ -17,7 +17,8 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use agent_core::{Stack, Tool};
+//! use agent_core::layer::Stack;
+//! use agent_core::tool::Tool;
 //! use agent_layers::{BreakerPolicy, CircuitBreaker, Retry, RetryPolicy, Timeout};
 //!
 //! let stack = Stack::<dyn Tool>::new()

@@ -10,6 +10,7 @@ use agent_core::event::{ApprovalDecision, Event, EventKind};
 use agent_core::result::RunResult;
 use agent_core::state::SessionState;
 use agent_core::store::{Append, Durability, EventStore, Store, StoreError};
+use agent_engine::control::append_next;
 use agent_engine::{ControlError, decide_approval, load_state};
 use agent_tools::{ArgumentValidator, BuiltinOptions, builtin_tool};
 use serde_json::Value;
@@ -150,28 +151,17 @@ pub async fn queue_again(
             return Ok(Requeued::Stopped(Box::new(result)));
         }
         let before = state.last_seq();
-        let event = Event::new(
-            session_id,
-            before + 1,
-            EventKind::Queued {
-                reason: reason.to_owned(),
-            },
-        );
-        state.apply(&event).map_err(ControlError::from)?;
-        match store
-            .append(Append::after(
-                &state,
-                std::slice::from_ref(&event),
-                Durability::Full,
-            ))
-            .await
-        {
+        let queued = EventKind::Queued {
+            reason: reason.to_owned(),
+        };
+        match append_next(store, &mut state, queued).await {
             Ok(()) => {
                 store.enqueue_session(session_id).await?;
                 publish_to_trace(store, session_id, before).await?;
                 return Ok(Requeued::Queued);
             }
-            Err(StoreError::Conflict { .. }) => {}
+            Err(ControlError::Store(StoreError::Conflict { .. })) => {}
+            Err(ControlError::Store(err)) => return Err(err.into()),
             Err(err) => return Err(err.into()),
         }
     }
@@ -266,27 +256,16 @@ pub async fn message_running(
             crate::OnMessage::Enqueue => false,
             crate::OnMessage::Interrupt => true,
         };
-        let event = Event::new(
-            session_id,
-            state.last_seq() + 1,
-            EventKind::MessageQueued {
-                text: text.to_owned(),
-                interrupt,
-            },
-        );
-        state.apply(&event).map_err(ControlError::from)?;
-        match store
-            .append(Append::after(
-                &state,
-                std::slice::from_ref(&event),
-                Durability::Full,
-            ))
-            .await
-        {
+        let queued = EventKind::MessageQueued {
+            text: text.to_owned(),
+            interrupt,
+        };
+        match append_next(store, &mut state, queued).await {
             // The driver publishes the message to the session's trace when
             // its next commit is placed after it.
             Ok(()) => return Ok(Some(interrupt)),
-            Err(StoreError::Conflict { .. }) => {}
+            Err(ControlError::Store(StoreError::Conflict { .. })) => {}
+            Err(ControlError::Store(err)) => return Err(err.into()),
             Err(err) => return Err(err.into()),
         }
     }

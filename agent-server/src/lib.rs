@@ -16,7 +16,7 @@
 //! use std::sync::Arc;
 //! use agent_server::{ServerState, Tokens, router};
 //!
-//! let store: Arc<dyn agent_core::store::Store> = Arc::new(agent_store::MemoryStore::new());
+//! let store: Arc<dyn agent::store::Store> = Arc::new(agent::store::MemoryStore::new());
 //! let api = router(ServerState::new(store, Tokens::from_list("my-token-0123456789abcdef")?));
 //! let app = axum::Router::new()
 //!     .route("/", axum::routing::get(|| async { "my application" }))

@@ -154,21 +154,27 @@ pub async fn queue_again(
         let queued = EventKind::Queued {
             reason: reason.to_owned(),
         };
-        match append_next(store, &mut state, queued).await {
-            Ok(()) => {
-                store.enqueue_session(session_id).await?;
-                publish_to_trace(store, session_id, before).await?;
-                return Ok(Requeued::Queued);
-            }
-            Err(ControlError::Store(StoreError::Conflict { .. })) => {}
-            Err(ControlError::Store(err)) => return Err(err.into()),
-            Err(err) => return Err(err.into()),
+        if appended(append_next(store, &mut state, queued).await)? {
+            store.enqueue_session(session_id).await?;
+            publish_to_trace(store, session_id, before).await?;
+            return Ok(Requeued::Queued);
         }
     }
     Err(StoreError::Backend(format!(
         "the log of session `{session_id}` kept moving; it was not queued"
     ))
     .into())
+}
+
+/// Whether [`append_next`] wrote its event: `false` when someone wrote
+/// first (load and decide again). A store failure stays a store error.
+fn appended(outcome: Result<(), ControlError>) -> Result<bool, DecisionError> {
+    match outcome {
+        Ok(()) => Ok(true),
+        Err(ControlError::Store(StoreError::Conflict { .. })) => Ok(false),
+        Err(ControlError::Store(err)) => Err(err.into()),
+        Err(err) => Err(err.into()),
+    }
 }
 
 /// What [`send_message`] did.
@@ -260,13 +266,10 @@ pub async fn message_running(
             text: text.to_owned(),
             interrupt,
         };
-        match append_next(store, &mut state, queued).await {
-            // The driver publishes the message to the session's trace when
-            // its next commit is placed after it.
-            Ok(()) => return Ok(Some(interrupt)),
-            Err(ControlError::Store(StoreError::Conflict { .. })) => {}
-            Err(ControlError::Store(err)) => return Err(err.into()),
-            Err(err) => return Err(err.into()),
+        // The driver publishes the message to the session's trace when its
+        // next commit is placed after it.
+        if appended(append_next(store, &mut state, queued).await)? {
+            return Ok(Some(interrupt));
         }
     }
     Err(StoreError::Backend(format!(

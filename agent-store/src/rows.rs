@@ -4,9 +4,55 @@
 //! callers, and an event that cannot be encoded fails its own append instead of
 //! its group's commit.
 
-use crate::support::started_task;
+use tokio::sync::oneshot;
+
+use crate::support::{check_batch, started_task};
 use agent_core::event::Event;
-use agent_core::store::StoreError;
+use agent_core::state::PublicStatus;
+use agent_core::store::{Append, Durability, StoreError};
+
+/// An append on its way to a store's writer: its batch checked and encoded.
+pub(crate) struct PendingAppend {
+    pub(crate) session_id: String,
+    pub(crate) expected: u64,
+    /// The events, in order; never empty.
+    pub(crate) rows: Vec<EventRow>,
+    /// The session's task, when this append creates the session.
+    pub(crate) task: String,
+    pub(crate) status: PublicStatus,
+    pub(crate) durability: Durability,
+    /// Where the writer answers once the append is committed or refused.
+    pub(crate) reply: oneshot::Sender<Result<(), StoreError>>,
+}
+
+impl PendingAppend {
+    /// Checks `append`'s batch, encodes its events and logs it (debug level)
+    /// as an append to `store`; the writer answers on `reply`.
+    pub(crate) fn new(
+        append: &Append<'_>,
+        store: &'static str,
+        reply: oneshot::Sender<Result<(), StoreError>>,
+    ) -> Result<Self, StoreError> {
+        check_batch(append.session_id, append.expected_seq, append.events)?;
+        tracing::debug!(
+            store,
+            session_id = append.session_id,
+            after = append.expected_seq,
+            events = append.events.len(),
+            durability = ?append.durability,
+            "append"
+        );
+        Ok(Self {
+            session_id: append.session_id.to_owned(),
+            expected: append.expected_seq,
+            rows: EventRow::encode_all(append.events)?,
+            task: created_task(append.expected_seq, append.events),
+            status: append.status,
+            durability: append.durability,
+            reply,
+        })
+    }
+}
 
 /// One event's row, its body already encoded.
 pub(crate) struct EventRow {

@@ -20,7 +20,6 @@ mod writer;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::check_batch;
 use agent_core::event::{Event, EventKind, SCHEMA_VERSION as EVENT_SCHEMA_VERSION};
 use agent_core::store::{Append, EventLog, LeaseStore, SnapshotStore, StoreError};
 use async_trait::async_trait;
@@ -32,10 +31,10 @@ use tokio_postgres::{NoTls, Row};
 
 use self::lease_writer::{LeaseOp, write_leases};
 pub use self::target::{DEFAULT_POOL_MAX, PostgresTarget};
-use self::writer::{PgAppend, WRITERS, write_groups};
+use self::writer::{WRITERS, write_groups};
 use crate::error::OpenError;
 use crate::process::ProcessIdentity;
-use crate::rows::{EventRow, created_task};
+use crate::rows::PendingAppend;
 use crate::stats::CommitStats;
 
 /// Longest wait for one statement or one connection from the pool.
@@ -49,7 +48,7 @@ const IDLE_CONNECTION: Duration = Duration::from_secs(30);
 pub struct PostgresStore {
     target: PostgresTarget,
     pool: Pool,
-    queue: mpsc::UnboundedSender<PgAppend>,
+    queue: mpsc::UnboundedSender<PendingAppend>,
     leases: mpsc::UnboundedSender<LeaseOp>,
     me: ProcessIdentity,
     stats: Arc<CommitStats>,
@@ -326,27 +325,10 @@ impl EventLog for PostgresStore {
     }
 
     async fn append(&self, append: Append<'_>) -> Result<(), StoreError> {
-        check_batch(append.session_id, append.expected_seq, append.events)?;
-        tracing::debug!(
-            session_id = append.session_id,
-            after = append.expected_seq,
-            events = append.events.len(),
-            durability = ?append.durability,
-            "postgres append"
-        );
         let (reply, answer) = oneshot::channel();
+        let pending = PendingAppend::new(&append, "postgres", reply)?;
         let gone = || StoreError::Backend(format!("the writers of {} stopped", self.target));
-        self.queue
-            .send(PgAppend {
-                session_id: append.session_id.to_owned(),
-                expected: append.expected_seq,
-                rows: EventRow::encode_all(append.events)?,
-                task: created_task(append.expected_seq, append.events),
-                status: append.status,
-                durability: append.durability,
-                reply,
-            })
-            .map_err(|_| gone())?;
+        self.queue.send(pending).map_err(|_| gone())?;
         answer.await.map_err(|_| gone())?
     }
 

@@ -9,13 +9,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::state::PublicStatus;
 use agent_core::store::{Durability, StoreError};
 use deadpool_postgres::Pool;
-use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::sync::{Mutex, mpsc};
 
 use super::{OPERATION_TIMEOUT, detail};
-use crate::rows::EventRow;
+use crate::rows::PendingAppend;
 use crate::stats::CommitStats;
 
 /// One group of appends in one statement (and so one transaction): append `i`
@@ -70,23 +69,10 @@ pub(super) const WRITERS: usize = 2;
 /// Attempts of a group whose connection failed.
 const ATTEMPTS: u32 = 3;
 
-/// One append waiting for a writer.
-pub(super) struct PgAppend {
-    pub(super) session_id: String,
-    pub(super) expected: u64,
-    /// The events, encoded by the caller ([`EventRow`]); never empty.
-    pub(super) rows: Vec<EventRow>,
-    /// The session's task, when this append creates the session.
-    pub(super) task: String,
-    pub(super) status: PublicStatus,
-    pub(super) durability: Durability,
-    pub(super) reply: oneshot::Sender<Result<(), StoreError>>,
-}
-
 /// Takes groups from `queue` until every sender is gone.
 pub(super) async fn write_groups(
     pool: Pool,
-    queue: Arc<Mutex<mpsc::UnboundedReceiver<PgAppend>>>,
+    queue: Arc<Mutex<mpsc::UnboundedReceiver<PendingAppend>>>,
     stats: Arc<CommitStats>,
     shown: String,
 ) {
@@ -133,7 +119,7 @@ fn signed(value: u64) -> i64 {
 
 impl Arrays {
     /// Moves the rows and tasks out of `group`, which keeps what answering it needs.
-    fn of(group: &mut [PgAppend]) -> Result<Self, String> {
+    fn of(group: &mut [PendingAppend]) -> Result<Self, String> {
         let mut arrays = Self::default();
         for (index, append) in (1i32..).zip(group) {
             let (Some(first), Some(last)) = (append.rows.first(), append.rows.last()) else {
@@ -164,8 +150,8 @@ impl Arrays {
 /// Commits `group` and answers every append in it: the appends that need not
 /// survive a power cut in one transaction that does not wait for the WAL flush,
 /// the others in another, both at once.
-async fn commit(pool: &Pool, group: Vec<PgAppend>, stats: &CommitStats, shown: &str) {
-    let (durable, fast): (Vec<PgAppend>, Vec<PgAppend>) = group
+async fn commit(pool: &Pool, group: Vec<PendingAppend>, stats: &CommitStats, shown: &str) {
+    let (durable, fast): (Vec<PendingAppend>, Vec<PendingAppend>) = group
         .into_iter()
         .partition(|append| append.durability == Durability::Full);
     tokio::join!(
@@ -177,7 +163,7 @@ async fn commit(pool: &Pool, group: Vec<PgAppend>, stats: &CommitStats, shown: &
 /// Commits `group` in one transaction, durably or not.
 async fn commit_one(
     pool: &Pool,
-    mut group: Vec<PgAppend>,
+    mut group: Vec<PendingAppend>,
     durable: bool,
     stats: &CommitStats,
     shown: &str,

@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-use crate::support::check_batch;
 use agent_core::event::Event;
 use agent_core::store::{Append, EventLog, LeaseStore, SnapshotStore, StoreError};
 use async_trait::async_trait;
@@ -29,9 +28,10 @@ use tokio::sync::oneshot;
 use self::lease::{acquire, renew};
 use self::read::load_events;
 use self::schema::{check_compatible, migrate};
-use self::writer::{AppendJob, Job, write_loop};
+use self::writer::{Job, write_loop};
 use crate::error::OpenError;
 use crate::process::ProcessIdentity;
+use crate::rows::PendingAppend;
 pub use crate::stats::CommitStats;
 
 /// How long a write waits for another process's write lock.
@@ -264,23 +264,8 @@ impl EventLog for SqliteStore {
     }
 
     async fn append(&self, append: Append<'_>) -> Result<(), StoreError> {
-        check_batch(append.session_id, append.expected_seq, append.events)?;
-        tracing::debug!(
-            session_id = append.session_id,
-            after = append.expected_seq,
-            events = append.events.len(),
-            durability = ?append.durability,
-            "sqlite append"
-        );
         let (reply, answer) = oneshot::channel();
-        let job = Job::Append(AppendJob::new(
-            append.session_id,
-            append.expected_seq,
-            append.events,
-            append.status,
-            append.durability,
-            reply,
-        )?);
+        let job = Job::Append(PendingAppend::new(&append, "sqlite", reply)?);
         self.writer.send(job).map_err(|_| writer_gone())?;
         answer.await.map_err(|_| writer_gone())?
     }

@@ -7,56 +7,18 @@
 
 use std::sync::mpsc;
 
-use agent_core::event::Event;
-use agent_core::state::PublicStatus;
 use agent_core::store::{Durability, StoreError};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use tokio::sync::oneshot;
 
-use crate::rows::{EventRow, created_task};
+use crate::rows::PendingAppend;
 use crate::stats::CommitStats;
 
 /// Most appends committed in one transaction.
 const MAX_GROUP: usize = 512;
 
-/// An append waiting for the writer thread.
-pub(super) struct AppendJob {
-    pub(super) session_id: String,
-    pub(super) expected: u64,
-    /// The events, in order; never empty.
-    pub(super) rows: Vec<EventRow>,
-    /// The session's task, when this append creates the session.
-    pub(super) task: String,
-    pub(super) status: PublicStatus,
-    pub(super) durability: Durability,
-    pub(super) reply: oneshot::Sender<Result<(), StoreError>>,
-}
-
-impl AppendJob {
-    /// The job that appends `events` (a checked, non-empty batch) after `expected`.
-    pub(super) fn new(
-        session_id: &str,
-        expected: u64,
-        events: &[Event],
-        status: PublicStatus,
-        durability: Durability,
-        reply: oneshot::Sender<Result<(), StoreError>>,
-    ) -> Result<Self, StoreError> {
-        Ok(Self {
-            session_id: session_id.to_owned(),
-            expected,
-            rows: EventRow::encode_all(events)?,
-            task: created_task(expected, events),
-            status,
-            durability,
-            reply,
-        })
-    }
-}
-
 /// Work for the writer thread.
 pub(super) enum Job {
-    Append(AppendJob),
+    Append(PendingAppend),
     Run(Box<dyn FnOnce(&mut Connection) + Send>),
 }
 
@@ -85,7 +47,7 @@ pub(super) fn write_loop(mut conn: Connection, jobs: &mpsc::Receiver<Job>, stats
     }
 }
 
-fn commit_group(conn: &mut Connection, group: Vec<AppendJob>, stats: &CommitStats) {
+fn commit_group(conn: &mut Connection, group: Vec<PendingAppend>, stats: &CommitStats) {
     if group.is_empty() {
         return;
     }
@@ -119,7 +81,7 @@ fn commit_group(conn: &mut Connection, group: Vec<AppendJob>, stats: &CommitStat
 /// Commits a group of appends in one transaction; each append is all or nothing.
 fn append_group(
     conn: &mut Connection,
-    group: &[AppendJob],
+    group: &[PendingAppend],
     durable: bool,
 ) -> Result<Vec<Result<(), StoreError>>, rusqlite::Error> {
     conn.pragma_update(None, "synchronous", if durable { "FULL" } else { "NORMAL" })?;
@@ -136,7 +98,7 @@ fn append_group(
 /// found before anything of the append is written.
 fn append_one(
     conn: &Connection,
-    job: &AppendJob,
+    job: &PendingAppend,
 ) -> Result<Result<(), StoreError>, rusqlite::Error> {
     let actual: u64 = conn
         .prepare_cached("SELECT last_seq FROM sessions WHERE session_id = ?1")?

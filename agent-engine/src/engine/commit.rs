@@ -46,8 +46,8 @@ impl Driver<'_> {
         event.at = timed.at;
         self.state.apply(&event)?;
         log_event(&event);
-        self.unflushed.push(event);
-        self.unflushed_steps.push(self.state.steps_used());
+        self.log.unflushed.push(event);
+        self.log.unflushed_steps.push(self.state.steps_used());
         Ok(())
     }
 
@@ -56,26 +56,26 @@ impl Driver<'_> {
     /// (or a finish withdrawn for a message the model has not seen) and the
     /// caller must abandon what it was doing.
     pub(super) async fn flush(&mut self, durability: Durability) -> Result<bool, EngineError> {
-        let Some(first) = self.unflushed.first() else {
+        let Some(first) = self.log.unflushed.first() else {
             return Ok(true);
         };
         let mut expected = first.seq - 1;
         let mut rebased = Vec::new();
         let mut finish_withdrawn = false;
         let mut outage = Outage::default();
-        while !self.unflushed.is_empty() {
+        while !self.log.unflushed.is_empty() {
             // Announced before the append, so the lease keeper never mistakes our
             // own commit for a write by someone else.
             self.signal().committed_up_to(self.state.last_seq());
             let appended = self
                 .engine
                 .store
-                .append(Append::after(&self.state, &self.unflushed, durability))
+                .append(Append::after(&self.state, &self.log.unflushed, durability))
                 .await;
             match appended {
                 Ok(()) => {
                     if durability == Durability::Full {
-                        self.durable_at = std::time::Instant::now();
+                        self.log.durable_at = std::time::Instant::now();
                     }
                     break;
                 }
@@ -108,8 +108,8 @@ impl Driver<'_> {
             }
         }
         self.maybe_snapshot(expected).await;
-        let events = std::mem::take(&mut self.unflushed);
-        let steps = std::mem::take(&mut self.unflushed_steps);
+        let events = std::mem::take(&mut self.log.unflushed);
+        let steps = std::mem::take(&mut self.log.unflushed_steps);
         for (event, step) in events.iter().zip(steps) {
             for sink in &self.engine.sinks {
                 sink.publish(event, step)?;
@@ -130,7 +130,7 @@ impl Driver<'_> {
             return;
         };
         let last = self.state.last_seq();
-        if last / every == before / every || last - self.snapshot_at < last / SNAPSHOT_SPREAD {
+        if last / every == before / every || last - self.log.snapshot_at < last / SNAPSHOT_SPREAD {
             return;
         }
         if let Ok(snapshot) = snapshot_of(&self.state) {
@@ -140,7 +140,7 @@ impl Driver<'_> {
                 .save_snapshot(self.state.session_id(), last, &snapshot)
                 .await;
             if saved.is_ok() {
-                self.snapshot_at = last;
+                self.log.snapshot_at = last;
             }
         }
     }
@@ -165,9 +165,9 @@ impl Driver<'_> {
         let message = foreign
             .iter()
             .any(|event| matches!(event.kind, EventKind::MessageQueued { .. }));
-        let mut placed = Vec::with_capacity(self.unflushed.len());
+        let mut placed = Vec::with_capacity(self.log.unflushed.len());
         let mut withdrawn = false;
-        for event in &self.unflushed {
+        for event in &self.log.unflushed {
             if message && matches!(event.kind, EventKind::Finished { .. }) {
                 withdrawn = true;
                 break;
@@ -182,8 +182,8 @@ impl Driver<'_> {
             placed.push(event);
         }
         self.state = state;
-        self.unflushed_steps.truncate(placed.len());
-        self.unflushed = placed;
+        self.log.unflushed_steps.truncate(placed.len());
+        self.log.unflushed = placed;
         Ok(Some((foreign, withdrawn)))
     }
 
@@ -209,8 +209,8 @@ impl Driver<'_> {
         }
         self.state = state;
         self.signal().committed_up_to(self.state.last_seq());
-        self.unflushed.clear();
-        self.unflushed_steps.clear();
+        self.log.unflushed.clear();
+        self.log.unflushed_steps.clear();
         self.work = Default::default();
         self.needs_recovery = true;
         Ok(())

@@ -11,12 +11,13 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use super::lease::LeaseSignal;
+use super::log_hold::LogHold;
 use super::work_set::WorkSet;
 use super::{Drive, Engine};
 use crate::error::EngineError;
 use crate::guards::{check_all, earliest_deadline};
 use crate::telemetry;
-use agent_core::event::{Event, EventKind};
+use agent_core::event::EventKind;
 use agent_core::guard::{Checkpoint, Deadline, GuardContext, Verdict};
 use agent_core::result::ExitReason;
 use agent_core::state::SessionState;
@@ -87,8 +88,8 @@ impl Bounds {
 pub(super) struct Driver<'e> {
     pub(super) engine: &'e Engine,
     pub(super) state: SessionState,
-    pub(super) unflushed: Vec<Event>,
-    pub(super) unflushed_steps: Vec<u32>,
+    /// The lease's signal and what is not yet committed.
+    pub(super) log: LogHold,
     pub(super) bounds: Bounds,
     pub(super) started: Instant,
     /// Set when the log may hold dispatched calls without results (after a resume
@@ -99,22 +100,15 @@ pub(super) struct Driver<'e> {
     pub(super) via_queue: bool,
     /// Set when the drive handed its calls to the queue and must stop.
     pub(super) parked: bool,
-    /// Seq of the last snapshot this driver saved (0 before its first).
-    pub(super) snapshot_at: u64,
-    /// When this driver's last commit with fsync went through (its start
-    /// before the first).
-    pub(super) durable_at: Instant,
 }
 
 impl<'e> Driver<'e> {
     pub(super) fn new(engine: &'e Engine, state: SessionState, signal: Arc<LeaseSignal>) -> Self {
-        signal.committed_up_to(state.last_seq());
         let started = Instant::now();
         Self {
             engine,
+            log: LogHold::new(Arc::clone(&signal), state.last_seq(), started),
             state,
-            unflushed: Vec::new(),
-            unflushed_steps: Vec::new(),
             bounds: Bounds {
                 deadline: earliest_deadline(&engine.guards, started),
                 signal,
@@ -124,8 +118,6 @@ impl<'e> Driver<'e> {
             work: WorkSet::default(),
             via_queue: false,
             parked: false,
-            snapshot_at: 0,
-            durable_at: started,
         }
     }
 
@@ -134,7 +126,7 @@ impl<'e> Driver<'e> {
     /// since this driver's last fsync, so a power loss costs at most that
     /// much of a session's idempotent work.
     pub(super) fn step_durability(&self) -> Durability {
-        if self.durable_at.elapsed() >= DURABLE_EVERY {
+        if self.log.durable_at.elapsed() >= DURABLE_EVERY {
             Durability::Full
         } else {
             Durability::Process
@@ -148,7 +140,7 @@ impl<'e> Driver<'e> {
 
     /// The lease keeper's signal.
     pub(super) fn signal(&self) -> &LeaseSignal {
-        &self.bounds.signal
+        &self.log.signal
     }
 
     /// Settles calls a crash may have left in flight before the next decision.

@@ -34,6 +34,7 @@ mod commit;
 mod driver;
 mod hooks;
 mod lease;
+mod log_hold;
 mod model_step;
 mod outcome;
 mod repeat;
